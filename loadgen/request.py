@@ -1,0 +1,42 @@
+"""What a workload hands to the client: one generation request, engine-neutral.
+
+Protocol adapters (loadgen/protocols/) turn it into an SGLang /generate body or an
+OpenAI completions/chat body; nothing here knows about wire formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One request, produced deterministically by a workload from a seed."""
+
+    workload: str
+    """Label of the workload that produced it; every record carries it."""
+    max_tokens: int
+    prompt: str | None = None
+    """Completion-style prompt. Exactly one of ``prompt`` / ``messages`` is set."""
+    messages: tuple[dict, ...] | None = None
+    """Chat messages, ``({"role": ..., "content": ...}, ...)``."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    ignore_eos: bool = False
+    seed: int | None = None
+    """Sampling seed sent to servers that accept one."""
+    extra: dict = field(default_factory=dict)
+    """Extra sampling parameters passed through to the server verbatim."""
+
+    def as_prompt(self) -> str:
+        """The request as one prompt string, for routes that take no messages."""
+        if self.prompt is not None:
+            return self.prompt
+        parts = [f"{m['role'].capitalize()}: {m['content']}" for m in self.messages or ()]
+        return "\n".join(parts) + "\nAssistant:"
+
+    def as_messages(self) -> list[dict]:
+        """The request as chat messages, for the chat route."""
+        if self.messages is not None:
+            return [dict(m) for m in self.messages]
+        return [{"role": "user", "content": self.prompt or ""}]
