@@ -1,0 +1,1 @@
+"""Benchmarks of loadgen itself: figures printed, never timed unit tests."""

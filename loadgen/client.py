@@ -1,0 +1,223 @@
+"""The streaming HTTP client: one aiohttp session, one record per request.
+
+Timing (docs/metrics.md §How chunks are timed): a chunk is stamped with the time
+its bytes were received from the socket, not the time our code got round to
+parsing it. aiohttp's per-connection protocol object is swapped for a subclass
+whose ``data_received`` reads the clock before aiohttp parses anything, so when
+many streams receive in the same event-loop wake-up (a decode step of a batching
+server), each is stamped on arrival instead of after the others' parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+from aiohttp.client_proto import ResponseHandler
+
+from loadgen.protocols import UNKNOWN, Protocol, StreamState
+from loadgen.record import RequestRecord
+from loadgen.request import GenRequest
+from loadgen.sse import SSEParser
+from loadgen.tokencount import Tokenizer, reconcile
+
+_now = time.perf_counter_ns
+
+
+class _StampingHandler(ResponseHandler):
+    """aiohttp's response protocol, plus the receive time of every socket read."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.rx_marks: list[int] = []
+
+    def data_received(self, data: bytes) -> None:
+        if data:  # aiohttp calls it with b"" to resume its own parsing: no bytes arrived then
+            self.rx_marks.append(_now())
+        super().data_received(data)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 10.0
+    read_s: float = 120.0
+    """Longest silence on an open stream (or before the headers) before it counts as stalled."""
+
+
+class StreamClient:
+    """Streams requests to one target over one pooled session."""
+
+    def __init__(
+        self,
+        base_url: str,
+        protocol: Protocol,
+        *,
+        target: str = "target",
+        concurrency: int = 1,
+        timeouts: Timeouts = Timeouts(),
+        headers: dict | None = None,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + protocol.path
+        self.protocol = protocol
+        self.target = target
+        self.concurrency = concurrency
+        self.timeouts = timeouts
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self.tokenizer = tokenizer
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> "StreamClient":
+        loop = asyncio.get_running_loop()
+        connector = aiohttp.TCPConnector(
+            limit=self.concurrency + 8, limit_per_host=0, keepalive_timeout=60, enable_cleanup_closed=True
+        )
+        # Private hook, checked by tests/test_client.py: the factory aiohttp uses for new connections.
+        connector._factory = lambda: _StampingHandler(loop)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=None, sock_connect=self.timeouts.connect_s, sock_read=self.timeouts.read_s
+            ),
+            # Stamps must not include decompression; servers stream SSE uncompressed anyway.
+            auto_decompress=False,
+            read_bufsize=1 << 20,
+        )
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def warm(self, n: int, path: str = "/v1/models") -> None:
+        """Open up to ``n`` pooled connections before measuring (best effort)."""
+
+        async def one() -> None:
+            try:
+                async with self._session.get(self.base_url + path) as resp:
+                    await resp.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                pass
+
+        await asyncio.gather(*(one() for _ in range(n)))
+
+    async def stream(self, req: GenRequest, rid: str, start_ns: int | None = None) -> RequestRecord:
+        """Send one request and read its stream to the end; never raises for server faults.
+
+        ``start_ns`` lets the runner stamp the start itself, so its choice of
+        window for the request and the record's TTFT use the same instant.
+        """
+        body = orjson.dumps(self.protocol.build(req, rid))
+        state = StreamState()
+        texts: list[str] | None = [] if self.tokenizer is not None else None
+        rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now())
+        try:
+            async with self._session.post(self.url, data=body, headers=self.headers) as resp:
+                marks = resp.connection.protocol.rx_marks if resp.connection else []
+                # Headers may share a socket read with the first events; that read's stamp
+                # then belongs to them. Anything older is the previous request's tail.
+                last_mark = marks[-1] if marks else _now()
+                marks.clear()
+                if resp.status != 200:
+                    text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                    rec.fail(f"http_{resp.status}", _error_message(text) or resp.reason or "")
+                    return rec
+                ctype = resp.headers.get("Content-Type", "")
+                if "text/event-stream" not in ctype:
+                    text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                    rec.fail("not_sse", f"expected text/event-stream, got {ctype or 'no content type'}: {text[:200]}")
+                    return rec
+                await self._read_stream(resp, rec, state, texts, marks, last_mark)
+        except asyncio.CancelledError:
+            rec.fail("cancelled", "request cancelled by the runner")
+            rec.end_ns = _now()
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            rec.fail("timeout", f"no data for {self.timeouts.read_s:g} s (read timeout)")
+        except aiohttp.ClientConnectorError as exc:
+            rec.fail("connect", f"cannot connect to {self.url}: {exc.os_error or exc}")
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+            rec.fail("disconnected", f"server closed the stream: {exc}")
+        except aiohttp.ClientError as exc:
+            rec.fail("http_error", f"{type(exc).__name__}: {exc}")
+        except orjson.JSONDecodeError as exc:
+            rec.fail("bad_event", f"event is not JSON: {exc}")
+        except OSError as exc:
+            rec.fail("os_error", str(exc))
+        finally:
+            if not rec.end_ns:
+                rec.end_ns = _now()
+        self._finish(rec, state, texts)
+        return rec
+
+    async def _read_stream(self, resp, rec, state, texts, marks, last_mark) -> None:
+        parser = SSEParser()
+        on_event = self.protocol.on_event
+        chunk_ns = rec.chunk_ns
+        chunk_tokens = rec.chunk_tokens
+        content = resp.content
+        while True:
+            data = await content.readany()
+            if not data:
+                break
+            if marks:
+                stamp = marks[0]
+                if len(marks) > 1:
+                    rec.coalesced_reads += 1
+                marks.clear()
+            else:
+                stamp = last_mark
+            for ev in parser.feed(data):
+                n = on_event(state, ev.data, texts)
+                if n:
+                    chunk_ns.append(stamp)
+                    chunk_tokens.append(n if n > 0 else UNKNOWN)
+        rec.end_ns = _now()
+        for ev in parser.close():
+            n = on_event(state, ev.data, texts)
+            if n:
+                chunk_ns.append(rec.end_ns)
+                chunk_tokens.append(n if n > 0 else UNKNOWN)
+        if not state.done and state.finish_reason is None and state.error_class is None:
+            state.fail("truncated", "stream ended without a finish reason or [DONE]")
+
+    def _finish(self, rec: RequestRecord, state: StreamState, texts: list[str] | None) -> None:
+        if state.error_class is not None:
+            rec.fail(state.error_class, state.error_message or "")
+        rec.prompt_tokens = state.prompt_tokens
+        final = state.final_completion_tokens
+        if final is None and state.completion_tokens and state.extra.get("continuous", True):
+            final = state.completion_tokens
+        rec.output_tokens = final
+        rec.finish_reason = state.finish_reason
+        rec.server_id = state.server_id
+        rec.verify_ct = state.verify_ct
+        rec.accept_length = state.accept_length
+        rec.accepted_drafts = state.accepted_drafts
+        rec.proposed_drafts = state.proposed_drafts
+        if rec.accept_length is None and state.verify_ct and final:
+            rec.accept_length = final / state.verify_ct
+        reconcile(rec, final, texts or [], self.tokenizer)
+        if rec.output_tokens is None and rec.chunk_tokens:
+            rec.output_tokens = sum(rec.chunk_tokens)
+
+
+def _error_message(body: str) -> str:
+    """The message of an error body, whatever its shape (flat, nested, plain text)."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.strip().splitlines()[0][:300] if body.strip() else ""
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            return str(err.get("message") or err)[:300]
+        if "message" in obj:
+            return str(obj["message"])[:300]
+        return str(err)[:300]
+    return str(obj)[:300]

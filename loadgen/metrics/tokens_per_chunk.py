@@ -1,0 +1,14 @@
+from loadgen.metrics import Metric
+
+
+class TokensPerChunk(Metric):
+    name = "tokens_per_chunk"
+    unit = "tokens"
+    divisor = 1.0
+    level = "chunk"
+    description = "tokens carried by each chunk that carried any (first chunk included)"
+
+    def observe(self, rec, hist, lo_ns, hi_ns):
+        for t, k in zip(rec.chunk_ns, rec.chunk_tokens):
+            if lo_ns <= t < hi_ns:
+                hist.record(k)

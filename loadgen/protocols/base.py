@@ -1,0 +1,87 @@
+"""The interface every wire protocol implements, and the per-stream state it fills.
+
+A protocol adapter knows one server API: how to build the request body from a
+GenRequest and what each streamed event means (tokens carried, usage, finish,
+errors, acceptance). Engine quirks live in adapters, never in the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loadgen.request import GenRequest
+
+UNKNOWN = -1
+"""Returned by ``on_event`` for an event that carries text but no token count."""
+
+
+@dataclass(slots=True)
+class StreamState:
+    """What an adapter learns from one stream's events."""
+
+    completion_tokens: int = 0
+    """Running server count, when the server sends one per event."""
+    final_completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    server_id: str | None = None
+    accept_length: float | None = None
+    verify_ct: int | None = None
+    accepted_drafts: int | None = None
+    proposed_drafts: int | None = None
+    done: bool = False
+    """The stream's end marker ([DONE]) was seen."""
+    extra: dict = field(default_factory=dict)
+    """Engine-specific facts worth keeping (e.g. llama.cpp ``timings``)."""
+
+    def fail(self, error_class: str, message: str) -> None:
+        if self.error_class is None:
+            self.error_class = error_class
+            self.error_message = str(message)[:500]
+
+
+class Protocol:
+    """One server API. Subclasses set ``name`` and ``path`` and implement both methods."""
+
+    name: str = ""
+    path: str = ""
+
+    def __init__(self, model: str = "default") -> None:
+        self.model = model
+
+    def build(self, req: GenRequest, rid: str) -> dict:
+        """The JSON body of a streaming request."""
+        raise NotImplementedError
+
+    def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
+        """Digest one SSE event's data; return the tokens it carried.
+
+        0 for events that carry no token (role, finish, usage, [DONE]);
+        ``UNKNOWN`` for an event with text but no server count. When
+        ``text_out`` is given, the event's new text is appended to it (for
+        tokenizer-based counting after the request, off the hot path).
+        """
+        raise NotImplementedError
+
+
+def spec_fields(state: StreamState, info: dict) -> None:
+    """Acceptance facts from SGLang's meta_info or sglext.spec_tokens_details.
+
+    Accepts every name SGLang has used across versions (protocol notes §1.5).
+    """
+    verify = info.get("spec_verify_ct")
+    if verify:
+        state.verify_ct = int(verify)
+    length = info.get("spec_accept_length")
+    if length:
+        state.accept_length = float(length)
+    for key in ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num"):
+        if info.get(key) is not None:
+            state.accepted_drafts = int(info[key])
+            break
+    for key in ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num"):
+        if info.get(key) is not None:
+            state.proposed_drafts = int(info[key])
+            break

@@ -1,0 +1,65 @@
+"""The per-request record: everything measured about one streamed request.
+
+Times are ``time.perf_counter_ns()`` values (CLOCK_MONOTONIC on Linux, so they
+are comparable across processes on one machine, e.g. with the simulator's truth).
+A record lives only while its request is in flight and until its stage folds it
+into histograms; nothing keeps records for the length of a run.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    target: str
+    workload: str
+    rid: str
+    start_ns: int
+    """Just before the request was handed to the HTTP client."""
+    chunk_ns: array = field(default_factory=lambda: array("q"))
+    """Arrival time of every chunk that carried at least one token (the first is TTFT's)."""
+    chunk_tokens: array = field(default_factory=lambda: array("l"))
+    """Tokens carried by each of those chunks, aligned with ``chunk_ns``."""
+    end_ns: int = 0
+    """End of the response stream (after the last event, or the failure)."""
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    """The server's own count (usage / meta_info); None if it sent none."""
+    finish_reason: str | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    accept_length: float | None = None
+    """Server-reported mean tokens per verify step (speculative servers only)."""
+    verify_ct: int | None = None
+    accepted_drafts: int | None = None
+    proposed_drafts: int | None = None
+    token_counts_exact: bool = True
+    """False when per-chunk token counts had to be estimated (see docs/metrics.md)."""
+    server_id: str | None = None
+    coalesced_reads: int = 0
+    """Reads that found bytes from more than one socket receive: a sign of client lag."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+    @property
+    def first_token_ns(self) -> int | None:
+        return self.chunk_ns[0] if self.chunk_ns else None
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return self.chunk_ns[0] - self.start_ns if self.chunk_ns else None
+
+    @property
+    def tokens_received(self) -> int:
+        return sum(self.chunk_tokens)
+
+    def fail(self, error_class: str, message: str) -> None:
+        # Keep the first failure: later ones are usually consequences of it.
+        if self.error_class is None:
+            self.error_class = error_class
+            self.error_message = message[:500]

@@ -1,0 +1,173 @@
+"""Simulator profiles: a deployment's cost model, caps and acceptance, read from TOML.
+
+A profile describes one (hardware, model, speculative config) deployment well
+enough to reproduce its throughput-vs-concurrency curve. Built-in profiles live
+in ``loadgen/sim/profiles/*.toml``; ``--profile`` also accepts a path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import tomli
+
+from loadgen.errors import LoadgenError
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Forward-pass costs in milliseconds (at time-scale 1).
+
+    A target-model forward costs ``floor + comm + per_request*B + per_token*T
+    + expert*coverage(T) + quad*B^2`` for B requests and T tokens in the batch;
+    a decode step has T = B, a verify step T = B * draft tokens.
+    """
+
+    floor_ms: float
+    """Kernel launches and dense weight reads: paid once per target forward."""
+    comm_ms: float = 0.0
+    """Tensor-parallel all-reduces: paid once per forward, draft forwards too (PCIe makes it large)."""
+    per_request_ms: float = 0.0
+    """KV-cache reads, sampling and scheduler CPU per request in the batch."""
+    per_token_ms: float = 0.0
+    """Compute per token in the batch (verify tokens count)."""
+    expert_ms: float = 0.0
+    """MoE: time to stream every expert's weights; a forward pays the fraction its tokens touch."""
+    experts: int = 0
+    experts_per_token: int = 0
+    quad_ms: float = 0.0
+    """Superlinear batch overhead (large eager batches, attention metadata), per request squared."""
+    cuda_graph_max_bs: int = 0
+    """Largest decode batch run from a captured CUDA graph (0 = every size); larger ones run eagerly."""
+    eager_ms: float = 0.0
+    """Extra launch overhead of an eager (non-graph) forward, paid per forward beyond cuda_graph_max_bs."""
+    prefill_floor_ms: float = 0.0
+    """A prefill forward's fixed cost (it pauses the decode batch, as SGLang does by default)."""
+    prefill_per_token_ms: float = 0.0
+    draft_floor_ms: float = 0.0
+    """One draft-model forward's own cost (comm_ms is added on top)."""
+    draft_per_request_ms: float = 0.0
+    spec_overhead_ms: float = 0.0
+    """Per speculative step: tree build, verify bookkeeping."""
+    spec_prefill_factor: float = 1.0
+    """Prefill cost multiplier under speculation (the draft model extends the prompt too)."""
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Per-draft-token acceptance probability by prompt class (see acceptance.py)."""
+
+    copy: float = 0.9
+    code: float = 0.8
+    structured: float = 0.75
+    chat: float = 0.6
+    creative: float = 0.35
+    temperature_penalty: float = 0.25
+    """Acceptance falls by this fraction per unit of temperature (sampling diverges from the draft)."""
+    jitter: float = 0.05
+    """Per-prompt spread around the class value, so prompts of one class differ a little."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    algorithm: str = "EAGLE3"
+    num_steps: int = 2
+    eagle_topk: int = 1
+    num_draft_tokens: int = 3
+    max_running_requests: int = 48
+    """SGLang forces 48 under speculation when the flag is unset."""
+    cuda_graph_max_bs: int = 0
+    """Overrides cost.cuda_graph_max_bs under speculation (0 = keep it); SGLang sizes it smaller there."""
+    adaptive_off_batch: int = 64
+    """With --speculative-adaptive, speculation is off at this batch size and above (SGLang's bs>=64 tier)."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    cost: Cost
+    spec: Spec = field(default_factory=Spec)
+    acceptance: Acceptance = field(default_factory=Acceptance)
+    model_name: str = "default"
+    context_length: int = 32768
+    baseline_max_running_requests: int = 1024
+    max_prefill_tokens: int = 16384
+    eos_token_id: int = 2
+    calibration: str = ""
+    """Free text: what traffic the profile was calibrated for."""
+    source: str = ""
+
+    def max_running(self, mode: str) -> int:
+        return self.spec.max_running_requests if mode == "spec" else self.baseline_max_running_requests
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+
+
+def _build(cls: type, data: dict, where: str):
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise LoadgenError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    try:
+        obj = cls(**data)
+    except TypeError as exc:
+        raise LoadgenError(f"{where}: {exc}") from None
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if f.type in ("float", "int") and (
+            not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0
+        ):
+            raise LoadgenError(f"{where}: {f.name} must be a non-negative number, got {value!r}")
+    return obj
+
+
+def parse(data: dict, origin: str) -> Profile:
+    """A Profile from TOML data; every problem is a one-line LoadgenError naming ``origin``."""
+    data = dict(data)
+    try:
+        cost = _build(Cost, data.pop("cost"), f"{origin} [cost]")
+    except KeyError:
+        raise LoadgenError(f"{origin}: missing [cost] table") from None
+    spec = _build(Spec, data.pop("spec", {}), f"{origin} [spec]")
+    acc = _build(Acceptance, data.pop("acceptance", {}), f"{origin} [acceptance]")
+    data.setdefault("name", Path(origin).stem)
+    data.setdefault("description", "")
+    prof = _build(Profile, {**data, "cost": cost, "spec": spec, "acceptance": acc}, origin)
+    if cost.floor_ms <= 0:
+        raise LoadgenError(f"{origin} [cost]: floor_ms must be > 0")
+    if spec.num_draft_tokens < 2 or spec.num_steps < 1:
+        raise LoadgenError(f"{origin} [spec]: need num_steps >= 1 and num_draft_tokens >= 2")
+    return prof
+
+
+def load(name_or_path: str) -> Profile:
+    """A built-in profile by name, or a TOML file by path."""
+    path = Path(name_or_path)
+    if name_or_path.endswith(".toml") or path.exists():
+        if not path.is_file():
+            raise LoadgenError(f"profile file not found: {name_or_path}")
+    else:
+        path = PROFILE_DIR / f"{name_or_path}.toml"
+        if not path.is_file():
+            raise LoadgenError(
+                f"unknown profile {name_or_path!r} (built-in: {', '.join(builtin_names())}; or give a .toml path)"
+            )
+    try:
+        data = tomli.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LoadgenError(f"cannot read profile {path}: {exc}") from None
+    except tomli.TOMLDecodeError as exc:
+        raise LoadgenError(f"bad profile file {path}: {exc}") from None
+    return parse(data, str(path))
+
+
+def with_spec(profile: Profile, **changes) -> Profile:
+    """The profile with some speculative settings overridden (from CLI flags)."""
+    return dataclasses.replace(profile, spec=dataclasses.replace(profile.spec, **changes))

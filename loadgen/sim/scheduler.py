@@ -1,0 +1,305 @@
+"""The continuous-batching loop: one asyncio task times every forward from the cost model.
+
+Like SGLang's default scheduler: a FIFO waiting queue in front of a running
+batch capped at max-running-requests; whenever requests wait and there is room,
+the next forward is a prefill of the admitted ones (the decode batch pauses for
+it), otherwise a decode step (or a speculative draft+verify step) over the whole
+batch. Each forward ends at an absolute deadline t0 + sum(durations), so the
+schedule never drifts however late the event loop wakes; each request gets all
+of the step's tokens at once, and its HTTP handler writes them as one event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from loadgen.sim import model
+from loadgen.sim.profiles import Profile
+from loadgen.sim.truth import TruthRecord
+
+now_ns = time.perf_counter_ns
+
+
+class QueueFull(Exception):
+    """The waiting queue is at --max-queued-requests."""
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    profile: Profile
+    mode: str
+    """baseline or spec."""
+    time_scale: float = 1.0
+    max_running: int = 0
+    """0 = the profile's default for the mode."""
+    max_queued: int | None = None
+    adaptive: bool = False
+    decode_log_interval: int = 40
+    """SGLang refreshes its accept-length and throughput gauges every this many decode steps."""
+
+    @property
+    def cap(self) -> int:
+        return self.max_running or self.profile.max_running(self.mode)
+
+
+@dataclass(eq=False, slots=True)
+class SimRequest:
+    """One request's life in the scheduler; its handler reads ``produced`` and ``finished``."""
+
+    rid: str
+    prompt_tokens: int
+    target_tokens: int
+    """Tokens it will produce unless aborted (includes a natural EOS token)."""
+    finish_type: str
+    """'length' or 'stop' once target_tokens are out."""
+    accept_p: float
+    rng: random.Random
+    truth: TruthRecord
+    record: bool = True
+    """False for health-check probes (SGLang leaves them out of metrics)."""
+    produced: int = 0
+    verify_ct: int = 0
+    accepted: int = 0
+    histogram: list[int] = field(default_factory=list)
+    finished: bool = False
+    abort_message: str | None = None
+    abort_status: int | None = None
+    abort_pending: bool = False
+    _waiter: asyncio.Future | None = None
+
+    def notify(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def wait_change(self, seen: int) -> None:
+        """Return once more than ``seen`` tokens exist or the request has finished."""
+        while self.produced <= seen and not self.finished:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+
+
+@dataclass
+class Stats:
+    """Counters behind /metrics, /server_info and /v1/loads."""
+
+    decode_steps: int = 0
+    generated_tokens: int = 0
+    window_tokens: int = 0
+    window_start_ns: int = 0
+    window_verify: int = 0
+    window_accept_tokens: int = 0
+    window_drafts_ok: int = 0
+    window_drafts_proposed: int = 0
+    lifetime_verify: int = 0
+    lifetime_accept_tokens: int = 0
+    last_gen_throughput: float = 0.0
+    last_accept_length: float | None = None
+    last_accept_rate: float | None = None
+    avg_spec_accept_length: float | None = None
+    """Set at the first decode-log tick, as SGLang does; reset by flush_cache."""
+
+
+class Scheduler:
+    def __init__(self, cfg: SchedulerConfig, on_finish) -> None:
+        self.cfg = cfg
+        self.profile = cfg.profile
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.stats = Stats(window_start_ns=now_ns())
+        self._on_finish = on_finish
+        self._wake = asyncio.Event()
+        self._ns_per_ms = 1e6 / cfg.time_scale
+        spec = self.profile.spec
+        self._max_accept = model.max_accept(spec)
+        self._proposed = spec.num_draft_tokens - 1
+        self._topk = max(1, spec.eagle_topk)
+        self._task: asyncio.Task | None = None
+
+    # ---- requests in -------------------------------------------------------------------
+
+    def submit(self, req: SimRequest) -> None:
+        if self.cfg.max_queued is not None and len(self.waiting) >= self.cfg.max_queued:
+            raise QueueFull
+        self.waiting.append(req)
+        self._wake.set()
+
+    def abort(self, req: SimRequest, message: str = "Aborted", status: int | None = None) -> None:
+        """Waiting: leave the queue now. Running: finish at the end of the current forward."""
+        if req.finished:
+            return
+        req.abort_message, req.abort_status = message, status
+        try:
+            self.waiting.remove(req)
+        except ValueError:
+            req.abort_pending = True
+            return
+        self._finish(req, now_ns())
+
+    def _finish(self, req: SimRequest, t: int) -> None:
+        req.finished = True
+        req.truth.finished_ns = t
+        req.notify()
+        self._on_finish(req)
+
+    # ---- the loop ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def _speculating(self, batch: int) -> bool:
+        if self.cfg.mode != "spec":
+            return False
+        return not (self.cfg.adaptive and batch >= self.profile.spec.adaptive_off_batch)
+
+    async def _run(self) -> None:
+        cost = self.profile.cost
+        spec = self.profile.spec
+        speculative_mode = self.cfg.mode == "spec"
+        deadline = now_ns()
+        while True:
+            if not self.running and not self.waiting:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = now_ns()  # idle time is not owed to the schedule
+            admitted = self._admit()
+            if admitted:
+                tokens = sum(r.prompt_tokens for r in admitted)
+                ms = model.prefill_ms(cost, tokens, speculative_mode)
+            else:
+                batch = len(self.running)
+                if self._speculating(batch):
+                    ms = model.spec_step_ms(cost, spec, batch)
+                else:
+                    ms = model.decode_ms(cost, batch)
+            deadline += int(ms * self._ns_per_ms)
+            delay = deadline - now_ns()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            else:
+                await asyncio.sleep(0)  # late: run at once, but let handlers write first
+            t = now_ns()
+            if admitted:
+                self._after_prefill(admitted, t)
+            else:
+                self._after_decode(t)
+
+    def _admit(self) -> list[SimRequest]:
+        room = self.cfg.cap - len(self.running)
+        budget = self.profile.max_prefill_tokens
+        out: list[SimRequest] = []
+        t = now_ns()
+        while self.waiting and room > 0:
+            req = self.waiting[0]
+            if out and req.prompt_tokens > budget:
+                break  # the rest goes in the next prefill forward, as chunked prefill would
+            self.waiting.popleft()
+            req.truth.admitted_ns = t
+            out.append(req)
+            budget -= req.prompt_tokens
+            room -= 1
+        return out
+
+    def _after_prefill(self, admitted: list[SimRequest], t: int) -> None:
+        for req in admitted:
+            if req.abort_pending:
+                self._finish(req, t)
+                continue
+            if req.target_tokens <= 0:
+                self._finish(req, t)
+                continue
+            req.produced = 1  # prefill samples the first token
+            if req.record:
+                req.truth.steps.append([t, 1])
+                self.stats.generated_tokens += 1
+            if req.target_tokens <= 1:
+                self._finish(req, t)
+            else:
+                self.running.append(req)
+                req.notify()
+
+    def _after_decode(self, t: int) -> None:
+        running = self.running
+        batch = len(running)
+        speculating = self._speculating(batch)
+        max_accept, topk = self._max_accept, self._topk
+        stats = self.stats
+        step_tokens = 0
+        drafts_ok = 0
+        still: list[SimRequest] = []
+        for req in running:
+            if req.abort_pending:
+                self._finish(req, t)
+                continue
+            if speculating:
+                # a chain of drafts is accepted up to its first miss; with topk branches per depth
+                # a depth survives if any branch matches
+                q = req.accept_p if topk == 1 else 1.0 - (1.0 - req.accept_p) ** topk
+                rnd = req.rng.random
+                k = 0
+                while k < max_accept and rnd() < q:
+                    k += 1
+                req.verify_ct += 1
+                req.accepted += k
+                req.histogram[k] += 1
+                drafts_ok += k
+                n = k + 1
+            else:
+                n = 1
+            left = req.target_tokens - req.produced
+            if n > left:
+                n = left
+            req.produced += n
+            step_tokens += n
+            if req.record:
+                req.truth.steps.append([t, n])
+            if req.produced >= req.target_tokens:
+                self._finish(req, t)
+            else:
+                still.append(req)
+                req.notify()
+        self.running = still
+        self._account(t, batch, step_tokens, speculating, drafts_ok)
+
+    def _account(self, t: int, batch: int, tokens: int, speculating: bool, drafts_ok: int) -> None:
+        s = self.stats
+        s.decode_steps += 1
+        s.generated_tokens += tokens
+        s.window_tokens += tokens
+        if speculating:
+            s.window_verify += batch
+            s.window_accept_tokens += batch + drafts_ok
+            s.window_drafts_ok += drafts_ok
+            s.window_drafts_proposed += batch * self._proposed
+        if s.decode_steps % self.cfg.decode_log_interval:
+            return
+        # a decode-log tick: refresh the windowed gauges and the lifetime accept length
+        span = (t - s.window_start_ns) / 1e9
+        s.last_gen_throughput = s.window_tokens / span if span > 0 else 0.0
+        if s.window_verify:
+            s.last_accept_length = s.window_accept_tokens / s.window_verify
+            s.last_accept_rate = s.window_drafts_ok / max(1, s.window_drafts_proposed)
+            s.lifetime_verify += s.window_verify
+            s.lifetime_accept_tokens += s.window_accept_tokens
+            s.avg_spec_accept_length = s.lifetime_accept_tokens / s.lifetime_verify
+        s.window_tokens = s.window_verify = s.window_accept_tokens = 0
+        s.window_drafts_ok = s.window_drafts_proposed = 0
+        s.window_start_ns = t
+
+    def reset_spec_counters(self) -> None:
+        s = self.stats
+        s.lifetime_verify = s.lifetime_accept_tokens = 0
+        s.avg_spec_accept_length = None

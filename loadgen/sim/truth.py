@@ -1,0 +1,97 @@
+"""Ground truth per request: what the simulator really did, for checking a client's figures.
+
+All times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux), the clock a
+client process on the same machine reads, so the two can be subtracted directly.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+
+@dataclass(slots=True)
+class TruthRecord:
+    rid: str
+    route: str
+    stream: bool
+    mode: str
+    received_ns: int
+    prompt_tokens: int
+    prompt_kind: str
+    """Predictability class the prompt was given (acceptance.py)."""
+    accept_p: float
+    admitted_ns: int = 0
+    """When the scheduler took it into the running batch (its prefill began)."""
+    first_token_ns: int = 0
+    """When the first event carrying a token was written to the socket."""
+    finished_ns: int = 0
+    events: list[list[int]] = field(default_factory=list)
+    """[emit_ns, n_tokens] per event written, as written (coalesced steps are one event)."""
+    steps: list[list[int]] = field(default_factory=list)
+    """[step_end_ns, n_tokens] per scheduler forward that gave this request tokens."""
+    completion_tokens: int = 0
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+    finish_reason: str = ""
+    """stop, length or abort."""
+
+    def as_dict(self) -> dict:
+        return {
+            "rid": self.rid,
+            "route": self.route,
+            "stream": self.stream,
+            "mode": self.mode,
+            "received_ns": self.received_ns,
+            "admitted_ns": self.admitted_ns,
+            "first_token_ns": self.first_token_ns,
+            "finished_ns": self.finished_ns,
+            "events": self.events,
+            "steps": self.steps,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "verify_ct": self.verify_ct,
+            "accepted_drafts": self.accepted_drafts,
+            "proposed_drafts": self.proposed_drafts,
+            "accept_length": (self.completion_tokens / self.verify_ct) if self.verify_ct else None,
+            "prompt_kind": self.prompt_kind,
+            "accept_p": self.accept_p,
+            "finish_reason": self.finish_reason,
+        }
+
+
+@dataclass
+class TruthStore:
+    """Finished requests' truth: the newest ``limit`` in memory, every one in the optional JSONL file."""
+
+    limit: int = 100_000
+    path: Path | None = None
+    _records: deque = field(default_factory=deque)
+    _file: IO[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self._records = deque(maxlen=self.limit)
+        if self.path is not None:
+            self._file = open(self.path, "ab")
+
+    def add(self, rec: TruthRecord) -> None:
+        self._records.append(rec)
+        if self._file is not None:
+            self._file.write(orjson.dumps(rec.as_dict()) + b"\n")
+            self._file.flush()  # a killed simulator still leaves whole lines
+
+    def query(self, rid: str | None = None, clear: bool = False) -> list[dict]:
+        recs = [r for r in self._records if rid is None or r.rid == rid]
+        if clear:
+            self._records.clear()
+        return [r.as_dict() for r in recs]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

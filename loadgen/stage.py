@@ -1,0 +1,341 @@
+"""Stage results: what one target did at one concurrency inside its steady window.
+
+A ``StageAccumulator`` folds finished request records into histograms and
+counters as they complete (memory stays flat however long the run); ``result()``
+freezes it into a ``StageResult``. Results from several processes measuring the
+same stage merge exactly: histograms add, counters add, timelines add bin by bin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loadgen.histograms import Hist
+from loadgen.metrics import BY_NAME, LATENCY_METRICS, REGISTRY
+from loadgen.record import RequestRecord
+
+SCHEMA = "loadgen.stage/1"
+
+
+@dataclass
+class Slo:
+    """Per-request service levels for goodput; None = not checked."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: float | None = None
+    """Checked against the request's worst per-token ITL (its longest stall)."""
+    e2e_ms: float | None = None
+
+    def any(self) -> bool:
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.itl_ms, self.e2e_ms))
+
+    def met(self, rec: RequestRecord) -> bool:
+        if not rec.ok or not rec.chunk_ns:
+            return False
+        if self.ttft_ms is not None and (rec.chunk_ns[0] - rec.start_ns) / 1e6 > self.ttft_ms:
+            return False
+        if self.e2e_ms is not None and (rec.end_ns - rec.start_ns) / 1e6 > self.e2e_ms:
+            return False
+        n = rec.output_tokens or 0
+        if self.tpot_ms is not None and n > 1 and (rec.end_ns - rec.chunk_ns[0]) / 1e6 / (n - 1) > self.tpot_ms:
+            return False
+        if self.itl_ms is not None:
+            ts, ks = rec.chunk_ns, rec.chunk_tokens
+            worst = max(((ts[i] - ts[i - 1]) / ks[i] for i in range(1, len(ts))), default=0.0)
+            if worst / 1e6 > self.itl_ms:
+                return False
+        return True
+
+
+@dataclass
+class Failure:
+    count: int = 0
+    first_message: str = ""
+
+
+@dataclass
+class MetricSet:
+    """Histograms and counters for one slice of a stage (all traffic, or one workload)."""
+
+    hists: dict[str, Hist] = field(default_factory=lambda: {m.name: m.new_hist() for m in REGISTRY})
+    started: int = 0
+    """Requests started inside the steady window."""
+    completed: int = 0
+    failed: int = 0
+    failures: dict[str, Failure] = field(default_factory=dict)
+    good: int = 0
+    window_tokens: int = 0
+    """Tokens whose chunk arrived inside the steady window (any request)."""
+    server_output_tokens: int = 0
+    """Sum of the server's usage over completed window requests."""
+    approximate_requests: int = 0
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+    verify_steps: int = 0
+    timeline_tokens: list[int] = field(default_factory=list)
+    timeline_completed: list[int] = field(default_factory=list)
+
+    def bump(self, series: list[int], index: int, amount: int) -> None:
+        if index >= len(series):
+            series.extend([0] * (index + 1 - len(series)))
+        series[index] += amount
+
+    def merge(self, other: "MetricSet") -> None:
+        for name, h in other.hists.items():
+            self.hists[name].add(h)
+        for attr in ("started", "completed", "failed", "good", "window_tokens", "server_output_tokens",
+                     "approximate_requests", "accepted_drafts", "proposed_drafts", "verify_steps"):
+            setattr(self, attr, getattr(self, attr) + getattr(other, attr))
+        for cls, f in other.failures.items():
+            mine = self.failures.setdefault(cls, Failure(0, f.first_message))
+            mine.count += f.count
+        self.timeline_tokens = _add_series(self.timeline_tokens, other.timeline_tokens)
+        self.timeline_completed = _add_series(self.timeline_completed, other.timeline_completed)
+
+    def to_dict(self, window_s: float, bin_s: float) -> dict:
+        bins = max(1, int(window_s / bin_s + 1e-9)) if bin_s > 0 else 0
+        out: dict = {
+            "requests": {
+                "started": self.started,
+                "completed": self.completed,
+                "failed": self.failed,
+                "failures": {k: {"count": f.count, "first_message": f.first_message} for k, f in self.failures.items()},
+            },
+            "output_tokens": self.window_tokens,
+            "output_tokens_per_s": round(self.window_tokens / window_s, 3) if window_s > 0 else 0.0,
+            "requests_per_s": round(self.completed / window_s, 4) if window_s > 0 else 0.0,
+            "goodput_requests_per_s": round(self.good / window_s, 4) if window_s > 0 else 0.0,
+            "good_requests": self.good,
+            "server_output_tokens": self.server_output_tokens,
+            "drafts": {"accepted": self.accepted_drafts, "proposed": self.proposed_drafts,
+                       "verify_steps": self.verify_steps},
+            "token_counts": "approximate" if self.approximate_requests else "exact",
+        }
+        for m in REGISTRY:
+            out[m.name] = self.hists[m.name].summary(m.divisor)
+        tpot = out["tpot"]
+        if tpot.get("count"):
+            # Per-user decode rate (tokens/s) = 1 / TPOT: its p50 is 1/p50, its p10 is 1/p90.
+            out["decode_rate"] = {
+                "p50": round(1000.0 / tpot["p50"], 3) if tpot["p50"] else None,
+                "p10": round(1000.0 / tpot["p90"], 3) if tpot["p90"] else None,
+                "mean_of_inverse_tpot_note": "derived from TPOT percentiles",
+            }
+        if self.proposed_drafts:
+            out["accept_rate"] = round(self.accepted_drafts / self.proposed_drafts, 4)
+        out["timeline"] = {
+            "bin_s": round(bin_s, 6),
+            "tokens": (self.timeline_tokens + [0] * bins)[:bins],
+            "completed": (self.timeline_completed + [0] * bins)[:bins],
+        }
+        out["histograms"] = {name: h.encode() for name, h in self.hists.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MetricSet":
+        tl = d.get("timeline", {})
+        ms = cls(timeline_tokens=list(tl.get("tokens", [])),
+                 timeline_completed=list(tl.get("completed", [])))
+        for name, text in d.get("histograms", {}).items():
+            m = BY_NAME.get(name)
+            if m is not None:
+                ms.hists[name] = Hist.decode(text, m.scale, m.unit)
+        req = d.get("requests", {})
+        ms.started, ms.completed, ms.failed = req.get("started", 0), req.get("completed", 0), req.get("failed", 0)
+        ms.failures = {k: Failure(v["count"], v["first_message"]) for k, v in req.get("failures", {}).items()}
+        ms.window_tokens = d.get("output_tokens", 0)
+        ms.server_output_tokens = d.get("server_output_tokens", 0)
+        ms.approximate_requests = 1 if d.get("token_counts") == "approximate" else 0
+        ms.good = d.get("good_requests", 0)
+        drafts = d.get("drafts", {})
+        ms.accepted_drafts = drafts.get("accepted", 0)
+        ms.proposed_drafts = drafts.get("proposed", 0)
+        ms.verify_steps = drafts.get("verify_steps", 0)
+        return ms
+
+
+def _add_series(a: list[int], b: list[int]) -> list[int]:
+    n = max(len(a), len(b))
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
+
+
+@dataclass
+class ClientHealth:
+    """The client's own load during the window, to tell a slow server from a slow client."""
+
+    lag: Hist = field(default_factory=lambda: Hist(1.0, "us"))
+    cpu_pct: list[float] = field(default_factory=list)
+    """One figure per client process: CPU time ÷ wall time over the window."""
+    coalesced_reads: int = 0
+
+    def merge(self, other: "ClientHealth") -> None:
+        self.lag.add(other.lag)
+        self.cpu_pct.extend(other.cpu_pct)
+        self.coalesced_reads += other.coalesced_reads
+
+    def verdict(self, median_chunk_gap_ms: float | None) -> tuple[bool, list[str]]:
+        reasons = []
+        if self.lag.count:
+            p99 = self.lag.percentile(99) / 1000
+            if median_chunk_gap_ms and p99 > 0.1 * median_chunk_gap_ms:
+                reasons.append(f"event-loop lag p99 {p99:.2f} ms > 10% of median chunk gap {median_chunk_gap_ms:.2f} ms")
+        busy = [c for c in self.cpu_pct if c > 90.0]
+        if busy:
+            reasons.append(f"client CPU {max(busy):.0f}% > 90%")
+        return bool(reasons), reasons
+
+
+@dataclass
+class StageResult:
+    target: str
+    url: str
+    protocol: str
+    concurrency: int
+    window_start_ns: int
+    window_end_ns: int
+    bin_ns: int
+    total: MetricSet
+    by_workload: dict[str, MetricSet]
+    client: ClientHealth
+    stage_index: int = 0
+    processes: int = 1
+    incomplete: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def window_s(self) -> float:
+        return (self.window_end_ns - self.window_start_ns) / 1e9
+
+    def merge(self, other: "StageResult") -> None:
+        """Fold another process's result for the same stage and window into this one."""
+        self.total.merge(other.total)
+        for name, ms in other.by_workload.items():
+            if name in self.by_workload:
+                self.by_workload[name].merge(ms)
+            else:
+                self.by_workload[name] = ms
+        self.client.merge(other.client)
+        self.processes += other.processes
+        self.incomplete = self.incomplete or other.incomplete
+        self.notes.extend(n for n in other.notes if n not in self.notes)
+
+    def to_dict(self) -> dict:
+        w = self.window_s
+        b = self.bin_ns / 1e9
+        total = self.total.to_dict(w, b)
+        gap = total["chunk_gap"].get("p50")
+        bound, reasons = self.client.verdict(gap)
+        lag = self.client.lag
+        return {
+            "schema": SCHEMA,
+            "target": self.target,
+            "url": self.url,
+            "protocol": self.protocol,
+            "stage_index": self.stage_index,
+            "concurrency": self.concurrency,
+            "window": {"start_ns": self.window_start_ns, "end_ns": self.window_end_ns, "duration_s": round(w, 4)},
+            "incomplete": self.incomplete,
+            "notes": list(self.notes),
+            **total,
+            "client": {
+                "processes": self.processes,
+                "client_bound": bound,
+                "reasons": reasons,
+                "cpu_pct": [round(c, 1) for c in self.client.cpu_pct],
+                "loop_lag_ms": lag.summary(1000.0),
+                "coalesced_reads": self.client.coalesced_reads,
+                "loop_lag_histogram": lag.encode(),
+            },
+            "workloads": {name: ms.to_dict(w, b) for name, ms in sorted(self.by_workload.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StageResult":
+        c = d.get("client", {})
+        health = ClientHealth(Hist.decode(c.get("loop_lag_histogram", "")), list(c.get("cpu_pct", [])),
+                              c.get("coalesced_reads", 0))
+        return cls(
+            target=d["target"], url=d.get("url", ""), protocol=d.get("protocol", ""),
+            concurrency=d["concurrency"], window_start_ns=d["window"]["start_ns"],
+            window_end_ns=d["window"]["end_ns"], bin_ns=int(d.get("timeline", {}).get("bin_s", 1.0) * 1e9),
+            total=MetricSet.from_dict(d),
+            by_workload={k: MetricSet.from_dict(v) for k, v in d.get("workloads", {}).items()},
+            client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
+            incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
+        )
+
+
+class StageAccumulator:
+    """Folds records into a stage result as they finish."""
+
+    def __init__(self, window_start_ns: int, window_end_ns: int, bin_ns: int, slo: Slo | None = None) -> None:
+        self.lo = window_start_ns
+        self.hi = window_end_ns
+        """May be moved earlier by close() (request-count stages): nothing folded so far lies past it."""
+        self.bin_ns = max(1, bin_ns)
+        self.slo = slo or Slo()
+        self.total = MetricSet()
+        self.by_workload: dict[str, MetricSet] = {}
+        self.coalesced_reads = 0
+
+    def in_window(self, t_ns: int) -> bool:
+        return self.lo <= t_ns < self.hi
+
+    def add(self, rec: RequestRecord) -> None:
+        ms = self.by_workload.get(rec.workload)
+        if ms is None:
+            ms = self.by_workload[rec.workload] = MetricSet()
+        started_inside = self.lo <= rec.start_ns < self.hi
+        if rec.error_class == "cancelled" and not started_inside:
+            return
+        self.coalesced_reads += rec.coalesced_reads
+        for target in (self.total, ms):
+            self._fold(target, rec, started_inside)
+
+    def _fold(self, ms: MetricSet, rec: RequestRecord, started_inside: bool) -> None:
+        lo, hi = self.lo, self.hi
+        for m in REGISTRY:
+            if m.level == "chunk":
+                m.observe(rec, ms.hists[m.name], lo, hi)
+        tl = ms.timeline_tokens
+        for t, k in zip(rec.chunk_ns, rec.chunk_tokens):
+            if lo <= t < hi:
+                ms.window_tokens += k
+                ms.bump(tl, (t - lo) // self.bin_ns, k)
+        if not started_inside:
+            return
+        ms.started += 1
+        if not rec.ok:
+            ms.failed += 1
+            f = ms.failures.setdefault(rec.error_class, Failure(0, rec.error_message or ""))
+            f.count += 1
+            return
+        ms.completed += 1
+        if self.lo <= rec.end_ns < self.hi:
+            ms.bump(ms.timeline_completed, (rec.end_ns - lo) // self.bin_ns, 1)
+        for m in REGISTRY:
+            if m.level == "request":
+                m.observe(rec, ms.hists[m.name], lo, hi)
+        ms.server_output_tokens += rec.output_tokens or 0
+        if not rec.token_counts_exact:
+            ms.approximate_requests += 1
+        if rec.accepted_drafts is not None:
+            ms.accepted_drafts += rec.accepted_drafts
+        if rec.proposed_drafts is not None:
+            ms.proposed_drafts += rec.proposed_drafts
+        if rec.verify_ct:
+            ms.verify_steps += rec.verify_ct
+        if self.slo.any() and self.slo.met(rec):
+            ms.good += 1
+        elif not self.slo.any():
+            ms.good += 1
+
+    def close(self, window_end_ns: int) -> None:
+        self.hi = window_end_ns
+
+    def result(self, **meta) -> StageResult:
+        return StageResult(
+            window_start_ns=self.lo, window_end_ns=self.hi, bin_ns=self.bin_ns, total=self.total,
+            by_workload=self.by_workload, client=meta.pop("client", ClientHealth()), **meta,
+        )

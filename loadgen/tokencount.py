@@ -1,0 +1,95 @@
+"""Per-chunk token counts for servers that do not send them (docs/metrics.md §Token counts).
+
+Order of preference, applied after the stream ends so no tokenizer runs on the
+hot path:
+1. Per-chunk server usage (already in the record): exact.
+2. The final usage equals the number of uncounted text chunks: every text chunk
+   carries at least one token, so each carries exactly one: exact
+   (llama.cpp streams one token per event, even when drafts are accepted).
+3. A tokenizer the user named counts each chunk's text, scaled to the final
+   usage when there is one: approximate.
+4. The final usage spread evenly over the chunks: approximate.
+5. No usage at all: one token per chunk: approximate.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Callable
+
+from loadgen.record import RequestRecord
+
+Tokenizer = Callable[[str], int]
+
+
+def reconcile(
+    rec: RequestRecord,
+    final_total: int | None,
+    texts: list[str],
+    tokenizer: Tokenizer | None = None,
+) -> None:
+    """Replace the ``UNKNOWN`` (-1) entries of ``rec.chunk_tokens`` with counts.
+
+    ``texts`` holds the text of each unknown chunk, in order. Chunks that end up
+    with zero tokens are removed, so every kept chunk carries at least one.
+    """
+    counts = rec.chunk_tokens
+    unknown = [i for i, c in enumerate(counts) if c < 0]
+    if not unknown:
+        return
+    known = sum(c for c in counts if c >= 0)
+    remainder = None if final_total is None else final_total - known
+    n = len(unknown)
+    if remainder == n:
+        fill = [1] * n
+    else:
+        rec.token_counts_exact = False
+        if tokenizer is not None and len(texts) == n:
+            fill = [max(1, tokenizer(t)) for t in texts]
+            if remainder is not None and remainder > 0:
+                fill = _scale(fill, remainder)
+        elif remainder is not None and remainder > 0:
+            fill = [remainder // n + (1 if k < remainder % n else 0) for k in range(n)]
+        else:
+            fill = [1] * n
+    for i, v in zip(unknown, fill):
+        counts[i] = v
+    if 0 in counts:
+        keep = [i for i, c in enumerate(counts) if c > 0]
+        rec.chunk_ns = array("q", (rec.chunk_ns[i] for i in keep))
+        rec.chunk_tokens = array("l", (counts[i] for i in keep))
+
+
+def _scale(values: list[int], total: int) -> list[int]:
+    """Integer counts proportional to ``values`` that sum to ``total`` (largest remainder)."""
+    s = sum(values)
+    raw = [v * total / s for v in values]
+    out = [int(r) for r in raw]
+    short = total - sum(out)
+    for i in sorted(range(len(raw)), key=lambda i: out[i] - raw[i])[:short]:
+        out[i] += 1
+    return out
+
+
+def load_tokenizer(path: str) -> Tokenizer:
+    """A Hugging Face ``tokenizers`` tokenizer from a tokenizer.json file or its folder."""
+    from pathlib import Path
+
+    from loadgen.errors import LoadgenError
+
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+    except ImportError:
+        raise LoadgenError(
+            "--tokenizer needs the optional 'tokenizers' package: pip install 'loadgen[tokenizers]'"
+        ) from None
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise LoadgenError(f"tokenizer file not found: {p}")
+    try:
+        tok = HFTokenizer.from_file(str(p))
+    except Exception as exc:  # the library raises plain Exception subclasses
+        raise LoadgenError(f"cannot load tokenizer {p}: {exc}") from None
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
