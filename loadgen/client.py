@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.payload import BytesPayload
 
 from loadgen.protocols import UNKNOWN, Protocol, StreamState
 from loadgen.record import RequestRecord
@@ -38,6 +39,24 @@ class _StampingHandler(ResponseHandler):
         if data:  # aiohttp calls it with b"" to resume its own parsing: no bytes arrived then
             self.rx_marks.append(_now())
         super().data_received(data)
+
+
+class _StampedBody(BytesPayload):
+    """A JSON body that notes when its last byte was handed to the socket.
+
+    TTFT starts there: the time a request waits in our own loop before it is
+    written (dozens of ms when 250 users start at once) is the client's, not the
+    server's, and is reported separately as send lag.
+    """
+
+    sent_ns = 0
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data, content_type="application/json")
+
+    async def write_with_length(self, writer, content_length) -> None:
+        await super().write_with_length(writer, content_length)
+        self.sent_ns = _now()
 
 
 @dataclass(frozen=True)
@@ -67,7 +86,7 @@ class StreamClient:
         self.target = target
         self.concurrency = concurrency
         self.timeouts = timeouts
-        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self.headers = dict(headers or {})
         self.tokenizer = tokenizer
         self._session: aiohttp.ClientSession | None = None
 
@@ -112,12 +131,13 @@ class StreamClient:
         ``start_ns`` lets the runner stamp the start itself, so its choice of
         window for the request and the record's TTFT use the same instant.
         """
-        body = orjson.dumps(self.protocol.build(req, rid))
+        body = _StampedBody(orjson.dumps(self.protocol.build(req, rid)))
         state = StreamState()
         texts: list[str] | None = [] if self.tokenizer is not None else None
         rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now())
         try:
             async with self._session.post(self.url, data=body, headers=self.headers) as resp:
+                rec.sent_ns = body.sent_ns or rec.start_ns
                 marks = resp.connection.protocol.rx_marks if resp.connection else []
                 # Headers may share a socket read with the first events; that read's stamp
                 # then belongs to them. Anything older is the previous request's tail.

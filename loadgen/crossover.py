@@ -342,28 +342,58 @@ def find_crossovers(
 
 
 def _place(span: Sequence[StageComparison], low_verdict: str, level: float) -> Crossover:
-    """Locate the zero of delta across ``span`` and its bootstrap interval."""
+    """Locate the zero of delta across ``span`` and its interval (see the module doc)."""
     xs = [math.log(c.concurrency) for c in span]
     increasing = span[-1].delta > span[0].delta
     boots = [_boot_of(c) for c in span]
     weights = [1.0 / max(b.var, 1e-12) for b in boots]
 
-    def zero(deltas: Sequence[float]) -> float:
-        fit = stats.isotonic(deltas, weights, increasing)
-        return stats.monotone_zero(xs, fit, increasing)
+    # Estimate: zero of the monotone (isotonic) fit of the measured deltas,
+    # interpolated linearly on log C.
+    fit = stats.isotonic([c.delta for c in span], weights, increasing)
+    x_hat = stats.monotone_zero(xs, fit, increasing)
 
-    x_hat = zero([c.delta for c in span])
+    # Interval: every point of the span where the difference, interpolated on
+    # log C between neighbouring stages, is not distinguishable from zero,
+    # i.e. the bootstrap puts zero in neither of its (1 - level)/2 tails.
     reps = [b.replicates(level) for b in boots]
-    zs = [zero(col) for col in zip(*reps)]
-    a = (1.0 - level) / 2.0
-    lo = min(stats.percentile(zs, a), x_hat)
-    hi = max(stats.percentile(zs, 1.0 - a), x_hat)
+    tail = (1.0 - level) / 2.0
+
+    def inside(i: int, w: float) -> bool:
+        lo_r, hi_r = reps[i], reps[i + 1]
+        below = sum(1 for a, b in zip(lo_r, hi_r) if a + w * (b - a) <= 0.0)
+        p = below / len(lo_r)
+        return tail <= p <= 1.0 - tail
+
+    steps = 32
+    found: list[float] = []
+    for i in range(len(span) - 1):
+        x0, x1 = xs[i], xs[i + 1]
+        prev_w, prev_in = 0.0, inside(i, 0.0)
+        if prev_in:
+            found.append(x0)
+        for k in range(1, steps + 1):
+            w = k / steps
+            now = inside(i, w)
+            if now != prev_in:
+                a, b = prev_w, w  # refine the edge by bisection
+                for _ in range(10):
+                    m = 0.5 * (a + b)
+                    if inside(i, m) == prev_in:
+                        a = m
+                    else:
+                        b = m
+                found.append(x0 + (b if now else a) * (x1 - x0))
+            elif now and k == steps:
+                found.append(x1)
+            prev_w, prev_in = w, now
+    lo = min(found + [x_hat])
+    hi = max(found + [x_hat])
+
     est = math.exp(x_hat)
     cs = [c.concurrency for c in span]
     below = [cc for cc in cs if cc <= est]
     above = [cc for cc in cs if cc > est]
-    local_low = below[-1] if below else cs[0]
-    local_high = above[0] if above else cs[-1]
     return Crossover(
         low_c=cs[0],
         high_c=cs[-1],
@@ -373,8 +403,8 @@ def _place(span: Sequence[StageComparison], low_verdict: str, level: float) -> C
         direction=SPEC_TO_BASELINE if low_verdict == SPEC else BASELINE_TO_SPEC,
         confidence=level,
         span=cs,
-        local_low_c=local_low,
-        local_high_c=local_high,
+        local_low_c=below[-1] if below else cs[0],
+        local_high_c=above[0] if above else cs[-1],
     )
 
 

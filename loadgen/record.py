@@ -18,7 +18,9 @@ class RequestRecord:
     workload: str
     rid: str
     start_ns: int
-    """Just before the request was handed to the HTTP client."""
+    """Just before the request was handed to the HTTP client (decides the stage window it belongs to)."""
+    sent_ns: int = 0
+    """When its last byte was written to the socket: TTFT and E2E start here."""
     chunk_ns: array = field(default_factory=lambda: array("q"))
     """Arrival time of every chunk that carried at least one token (the first is TTFT's)."""
     chunk_tokens: array = field(default_factory=lambda: array("l"))
@@ -51,8 +53,12 @@ class RequestRecord:
         return self.chunk_ns[0] if self.chunk_ns else None
 
     @property
+    def t0_ns(self) -> int:
+        return self.sent_ns or self.start_ns
+
+    @property
     def ttft_ns(self) -> int | None:
-        return self.chunk_ns[0] - self.start_ns if self.chunk_ns else None
+        return self.chunk_ns[0] - self.t0_ns if self.chunk_ns else None
 
     @property
     def tokens_received(self) -> int:

@@ -34,6 +34,7 @@ RequestSource = Callable[[int], Iterator[GenRequest]]
 """seed → an endless, deterministic sequence of requests."""
 
 _now = time.perf_counter_ns
+CONNECT_BACKOFF_S = 0.2
 
 
 @dataclass
@@ -120,6 +121,9 @@ async def run_stage(
                 acc.add(rec)
                 if inside:
                     state.finished_inside()
+                if rec.error_class == "connect":
+                    # Nothing listens: retrying at full speed would only burn the client's CPU.
+                    await asyncio.sleep(CONNECT_BACKOFF_S)
 
         cpu_started = [False]
         tasks = [asyncio.create_task(user()) for _ in users]

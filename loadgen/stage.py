@@ -33,9 +33,9 @@ class Slo:
     def met(self, rec: RequestRecord) -> bool:
         if not rec.ok or not rec.chunk_ns:
             return False
-        if self.ttft_ms is not None and (rec.chunk_ns[0] - rec.start_ns) / 1e6 > self.ttft_ms:
+        if self.ttft_ms is not None and (rec.chunk_ns[0] - rec.t0_ns) / 1e6 > self.ttft_ms:
             return False
-        if self.e2e_ms is not None and (rec.end_ns - rec.start_ns) / 1e6 > self.e2e_ms:
+        if self.e2e_ms is not None and (rec.end_ns - rec.t0_ns) / 1e6 > self.e2e_ms:
             return False
         n = rec.output_tokens or 0
         if self.tpot_ms is not None and n > 1 and (rec.end_ns - rec.chunk_ns[0]) / 1e6 / (n - 1) > self.tpot_ms:

@@ -3,7 +3,7 @@ from loadgen.metrics import Metric
 
 class E2E(Metric):
     name = "e2e"
-    description = "request sent → end of the response stream"
+    description = "request written to the socket → end of the response stream"
 
     def observe(self, rec, hist, lo_ns, hi_ns):
-        hist.record((rec.end_ns - rec.start_ns) // 1000)
+        hist.record((rec.end_ns - rec.t0_ns) // 1000)

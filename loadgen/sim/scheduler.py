@@ -126,6 +126,8 @@ class Scheduler:
     def submit(self, req: SimRequest) -> None:
         if self.cfg.max_queued is not None and len(self.waiting) >= self.cfg.max_queued:
             raise QueueFull
+        if not req.histogram:
+            req.histogram = [0] * (self._max_accept + 1)
         self.waiting.append(req)
         self._wake.set()
 

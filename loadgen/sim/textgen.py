@@ -98,3 +98,44 @@ class TextSource:
     def text(self, start: int, end: int) -> str:
         self.extend_to(end)
         return "".join(self.pieces[start:end])
+
+
+class OutputView:
+    """What a client sees of a request's tokens: text and ids up to a token count.
+
+    ``visible`` tokens have text; any beyond (the EOS token of a natural stop)
+    have an id but no text, as SGLang counts EOS in completion_tokens and
+    output_ids but trims it from text. ``char_cap`` trims a matched stop string.
+    """
+
+    __slots__ = ("source", "visible", "eos_id", "char_cap", "text", "n")
+
+    def __init__(self, source: TextSource, visible: int, eos_id: int | None, char_cap: int | None) -> None:
+        self.source = source
+        self.visible = visible
+        self.eos_id = eos_id
+        self.char_cap = char_cap
+        self.text = ""
+        self.n = 0
+
+    def advance(self, n: int) -> str:
+        """Move to ``n`` tokens; returns the text they add."""
+        if n <= self.n:
+            return ""
+        lo, hi = min(self.n, self.visible), min(n, self.visible)
+        self.n = n
+        if hi <= lo:
+            return ""
+        delta = self.source.text(lo, hi)
+        if self.char_cap is not None:
+            delta = delta[: max(0, self.char_cap - len(self.text))]
+        self.text += delta
+        return delta
+
+    def ids(self, start: int, end: int) -> list[int]:
+        hi = min(end, self.visible)
+        self.source.extend_to(hi)
+        out = self.source.ids[start:hi] if start < hi else []
+        if end > self.visible and self.eos_id is not None:
+            out = out + [self.eos_id]
+        return out

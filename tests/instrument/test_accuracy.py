@@ -1,0 +1,64 @@
+"""The client's figures against a server's own send log (loopback, real processes)."""
+
+import asyncio
+
+import aiohttp
+import orjson
+import pytest
+
+from loadgen.bench.truth import compare, truth_record
+from loadgen.client import StreamClient
+from loadgen.protocols import get_protocol
+from loadgen.request import GenRequest
+from loadgen.runner import new_event_loop
+
+from loadgen.bench.procs import pinned, schedserver
+
+
+async def _drive(url, protocol, concurrency, per_user, max_tokens):
+    req = GenRequest(workload="w", prompt="hi", max_tokens=max_tokens)
+    records = []
+    async with StreamClient(url, get_protocol(protocol), concurrency=concurrency) as client:
+        await client.warm(concurrency)
+
+        async def user(u):
+            for i in range(per_user):
+                records.append(await client.stream(req, f"u{u}-{i}"))
+
+        await asyncio.gather(*(user(u) for u in range(concurrency)))
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url + "/truth?clear=1") as r:
+            truth = orjson.loads(await r.read())
+    return records, truth
+
+
+def measure(url, protocol, concurrency, per_user, max_tokens):
+    loop = new_event_loop()
+    try:
+        records, truth = loop.run_until_complete(_drive(url, protocol, concurrency, per_user, max_tokens))
+    finally:
+        loop.close()
+    assert all(r.ok for r in records), [(r.error_class, r.error_message) for r in records if not r.ok][:3]
+    t = [truth_record(rid, v["received_ns"], v["sends"]) for rid, v in truth.items()]
+    return records, t, compare(records, t)
+
+
+@pytest.mark.parametrize("protocol", ["sglang", "chat"])
+def test_k_token_chunks_count_as_k_tokens(protocol):
+    with schedserver("--tokens", "1,3,2", "--interval-ms", "5", "--ttft-ms", "5") as url, pinned(1):
+        records, truth, _ = measure(url, protocol, 4, 2, 41)
+    for r in records:
+        assert r.output_tokens == 41 and r.tokens_received == 41 and r.token_counts_exact
+        # first chunk 1 token, then the 1,3,2 pattern
+        assert list(r.chunk_tokens[:7]) == [1, 1, 3, 2, 1, 3, 2]
+
+
+@pytest.mark.parametrize("concurrency,mode", [(1, "staggered"), (50, "lockstep")])
+def test_ttft_itl_chunk_gap_within_half_a_millisecond_of_truth(concurrency, mode):
+    with schedserver("--tokens", "1,3,2", "--interval-ms", "10", "--ttft-ms", "30", "--mode", mode) as url, \
+            pinned(1):
+        _, _, cmp = measure(url, "sglang", concurrency, 3 if concurrency > 1 else 8, 60)
+    for name in ("ttft", "itl", "chunk_gap"):
+        for p in ("error_p50", "error_p99"):
+            assert abs(cmp[name][p]) <= 0.5, (name, p, cmp[name])
+    assert cmp["tokens_per_chunk"]["error_p50"] == 0
