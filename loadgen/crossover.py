@@ -104,6 +104,8 @@ class Crossover:
     ci_high: float
     direction: str
     confidence: float
+    stage_level: float
+    confirmed: bool = True
     span: list[int] = field(default_factory=list)
     local_low_c: int = 0
     local_high_c: int = 0
@@ -131,6 +133,8 @@ class MetricAnalysis:
     comparisons: list[StageComparison]
     regions: list[Region]
     crossovers: list[Crossover]
+    candidates: list[Crossover] = field(default_factory=list)
+    rho: float = 0.0
     unpaired: list[int] = field(default_factory=list)
 
 
@@ -310,12 +314,12 @@ def find_crossovers(
 ) -> list[Crossover]:
     """Crossovers between consecutive significant stages of opposite verdict.
 
-    ``confidence`` (default: the comparisons' own) is the level of each
-    crossover's interval.  With ``family_wise`` (the default) the verdicts
-    that *declare* a crossover are re-taken with Sidak-adjusted intervals, so
-    that, over the whole ladder, a false crossover needs two stages to be
-    wrong at once with only ``1 - confidence`` probability in total for any
-    stage to be; see the module doc.
+    ``confidence`` defaults to the comparisons' own.  With ``family_wise`` (the
+    default) significance is judged with Sidak-adjusted intervals, at the
+    per-stage level ``confidence ** (1/k)`` for ``k`` compared stages, so all
+    ``k`` intervals hold together with probability ``confidence``; each
+    crossover's interval is taken at that same level.  Without it, the plain
+    per-stage ``confidence`` is used for both.  See the module doc.
     """
     usable = sorted(
         (c for c in comparisons if c.delta is not None and _boot_of(c) is not None),
@@ -324,24 +328,24 @@ def find_crossovers(
     if not usable:
         return []
     level = confidence if confidence is not None else usable[0].confidence
-    declare = _family_level(level, len(usable)) if family_wise else level
+    stage_level = _family_level(level, len(usable)) if family_wise else level
 
     verdicts = []
     for c in usable:
-        lo, hi = _boot_of(c).interval(declare)
+        lo, hi = _boot_of(c).interval(stage_level)
         verdicts.append(_verdict(c.delta, lo, hi, c.margin, c.higher_is_better))
     sig = [i for i, v in enumerate(verdicts) if v != TIE]
 
     out: list[Crossover] = []
     for i, j in zip(sig, sig[1:]):
-        if verdicts[i] == verdicts[j]:
-            continue
-        span = usable[i : j + 1]
-        out.append(_place(span, verdicts[i], level))
+        if verdicts[i] != verdicts[j]:
+            out.append(_place(usable[i : j + 1], verdicts[i], level, stage_level, family_wise))
     return out
 
 
-def _place(span: Sequence[StageComparison], low_verdict: str, level: float) -> Crossover:
+def _place(
+    span: Sequence[StageComparison], low_verdict: str, level: float, stage_level: float, confirmed: bool
+) -> Crossover:
     """Locate the zero of delta across ``span`` and its interval (see the module doc)."""
     xs = [math.log(c.concurrency) for c in span]
     increasing = span[-1].delta > span[0].delta
@@ -356,8 +360,8 @@ def _place(span: Sequence[StageComparison], low_verdict: str, level: float) -> C
     # Interval: every point of the span where the difference, interpolated on
     # log C between neighbouring stages, is not distinguishable from zero,
     # i.e. the bootstrap puts zero in neither of its (1 - level)/2 tails.
-    reps = [b.replicates(level) for b in boots]
-    tail = (1.0 - level) / 2.0
+    reps = [b.replicates(stage_level) for b in boots]
+    tail = (1.0 - stage_level) / 2.0
 
     def inside(i: int, w: float) -> bool:
         lo_r, hi_r = reps[i], reps[i + 1]
@@ -402,6 +406,8 @@ def _place(span: Sequence[StageComparison], low_verdict: str, level: float) -> C
         ci_high=math.exp(hi),
         direction=SPEC_TO_BASELINE if low_verdict == SPEC else BASELINE_TO_SPEC,
         confidence=level,
+        stage_level=stage_level,
+        confirmed=confirmed,
         span=cs,
         local_low_c=below[-1] if below else cs[0],
         local_high_c=above[0] if above else cs[-1],
@@ -458,6 +464,14 @@ def analyze(
     ]
     if any(c.higher_is_better != hib for c in comparisons):
         raise ValueError(f"{metric_name}: stages disagree on higher_is_better")
+    crossovers = find_crossovers(comparisons, family_wise=family_wise, confidence=confidence)
+    candidates = []
+    if family_wise:
+        # per-stage flips that the whole-ladder standard does not confirm
+        for x in find_crossovers(comparisons, family_wise=False, confidence=confidence):
+            if not any(y.low_c <= x.low_c and x.high_c <= y.high_c for y in crossovers):
+                x.confirmed = False
+                candidates.append(x)
     return MetricAnalysis(
         metric=metric_name,
         higher_is_better=hib,
@@ -466,7 +480,9 @@ def analyze(
         family_wise=family_wise,
         comparisons=comparisons,
         regions=_regions(comparisons),
-        crossovers=find_crossovers(comparisons, family_wise=family_wise, confidence=confidence),
+        crossovers=crossovers,
+        candidates=candidates,
+        rho=rho,
         unpaired=unpaired,
     )
 
@@ -494,7 +510,7 @@ def refine_plan(
         return []
     measured = {c.concurrency for c in analysis.comparisons}
     todo: list[tuple[float, int]] = []
-    for x in analysis.crossovers:
+    for x in list(analysis.crossovers) + list(analysis.candidates):
         a, b = x.local_low_c, x.local_high_c
         width = max(x.ci_high / x.ci_low, b / a)
         if width <= max_width_ratio:

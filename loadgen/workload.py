@@ -69,6 +69,13 @@ def deck(items: Sequence[T], rng: random.Random) -> Iterator[T]:
         yield from order
 
 
+def dealer(items: Sequence[T], rng: random.Random) -> Callable[[random.Random], T]:
+    """A padding source that deals ``items`` in shuffled rounds, so padding repeats nothing
+    until it has used everything; its order is fixed by ``rng`` at creation."""
+    cards = deck(items, random.Random(rng.getrandbits(64)))
+    return lambda _rng: next(cards)
+
+
 # --------------------------------------------------------------------------- lengths
 
 
@@ -358,14 +365,20 @@ def fit_chat(parts: ChatParts, target: int, tok: Tokenizer, rng: random.Random) 
     while excess > 0 and len(msgs) - at - len(parts.final) >= 2 and sizes[at] + sizes[at + 1] <= excess:
         excess -= sizes[at] + sizes[at + 1]
         del msgs[at : at + 2], sizes[at : at + 2]
-    # ...then trim the start of the oldest messages, the lead (system) last of all.
-    order = list(range(at, len(msgs))) + list(range(at))
-    for i in order:
+    # ...then shorten the oldest exchange: its reply loses its end (a reply cut short reads
+    # naturally), its question its start; then the final turns, the lead (system) last.
+    # Every message keeps one token at least, so roles still alternate.
+    history = len(msgs) - at - len(parts.final)
+    order = [(at + 1, False), (at, True)] if history >= 2 else []
+    order += [(i, True) for i in range(at, len(msgs)) if history < 2 or i > at + 1] + [(i, True) for i in range(at)]
+    for i, keep_end in order:
         if excess <= 0:
             break
         cut = min(excess, sizes[i] - 1)
         if cut > 0:
-            msgs[i]["content"] = tok.tail(msgs[i]["content"], sizes[i] - cut)
+            keep = sizes[i] - cut
+            msgs[i]["content"] = tok.tail(msgs[i]["content"], keep) if keep_end else tok.head(msgs[i]["content"], keep)
+            sizes[i] = keep
             excess -= cut
     return tuple(msgs)
 

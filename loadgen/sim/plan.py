@@ -31,8 +31,8 @@ class Finish:
 
 def natural_length(kind: str, source: TextSource, rng: random.Random) -> int:
     """Where a model would emit EOS: a copy ends with its passage, an answer after a few paragraphs."""
-    if kind == "copy" and source._cycle:
-        return len(source._cycle)
+    if kind == "copy" and source.passage_tokens:
+        return source.passage_tokens
     mean = 400.0 if kind == "creative" else 250.0
     return max(8, min(4000, int(rng.lognormvariate(math.log(mean), 0.6))))
 

@@ -65,6 +65,11 @@ class TextSource:
         self._words = tuple(prompt_words) + _VOCAB
         self._sentence_left = 0
 
+    @property
+    def passage_tokens(self) -> int | None:
+        """Length of the passage a copy task echoes (None if not a copy task)."""
+        return len(self._cycle) if self._cycle is not None else None
+
     def _next_piece(self) -> str:
         if self._cycle is not None:
             piece = self._cycle[self._pos % len(self._cycle)]
