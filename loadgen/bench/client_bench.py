@@ -1,0 +1,158 @@
+"""How exact the client stays as the chunk rate grows (``loadgen bench client``).
+
+The known-schedule server runs on one core, the client (the real stage runner,
+the same code as ``loadgen run``) on the other. Each point is a stage at
+``streams`` concurrent streams sending a chunk every ``interval_ms``; the
+client's reported percentiles are compared with the same percentiles computed
+from the server's own send log over the same window. Error = client − truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import resource
+import time
+
+import aiohttp
+import orjson
+
+from loadgen.bench.procs import pinned, schedserver
+from loadgen.bench.truth import truth_record
+from loadgen.histograms import Hist
+from loadgen.metrics import BY_NAME
+from loadgen.request import GenRequest
+from loadgen.runner import RunOptions, StageSpec, new_event_loop, run_stage_processes
+from loadgen.target import Target
+
+
+def _fetch_truth(url: str) -> dict:
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            async with s.get(url + "/truth?clear=1") as r:
+                return orjson.loads(await r.read())
+
+    loop = new_event_loop()
+    try:
+        return loop.run_until_complete(go())
+    finally:
+        loop.close()
+
+
+def _truth_summary(truth: dict, ws: int, we: int) -> dict:
+    out = {}
+    recs = [truth_record(rid, v["received_ns"], v["sends"]) for rid, v in truth.items()]
+    for name in ("ttft", "itl", "chunk_gap"):
+        m = BY_NAME[name]
+        h = m.new_hist()
+        for r in recs:
+            if m.level == "chunk":
+                m.observe(r, h, ws, we)
+            elif ws <= r.start_ns < we:
+                m.observe(r, h, ws, we)
+        out[name] = h.summary(m.divisor)
+    return out
+
+
+def run_point(streams: int, interval_ms: float, tokens: str = "1", mode: str = "lockstep",
+              duration_s: float = 5.0, processes: int = 1, max_tokens: int = 200, ttft_ms: float = 50.0) -> dict:
+    req = GenRequest(workload="bench", prompt="x", max_tokens=max_tokens)
+    source = _RepeatSource(req)
+    with schedserver("--mode", mode, "--interval-ms", str(interval_ms), "--tokens", tokens,
+                     "--ttft-ms", str(ttft_ms), cpu=0) as url:
+        with pinned(1):
+            spec = StageSpec(streams, duration_s=duration_s, warmup_s=1.0)
+            res = run_stage_processes(Target("bench", url, "sglang"), spec, source, RunOptions(),
+                                      processes=processes)
+        truth = _truth_summary(_fetch_truth(url), res.window_start_ns, res.window_end_ns)
+    d = res.to_dict()
+    point = {"streams": streams, "interval_ms": interval_ms, "mode": mode, "processes": processes,
+             "chunks_per_s": round(streams * 1000 / interval_ms), "client_bound": d["client"]["client_bound"],
+             "cpu_pct": d["client"]["cpu_pct"], "lag_p99_ms": d["client"]["loop_lag_ms"].get("p99")}
+    for name in ("ttft", "itl", "chunk_gap"):
+        for p in ("p50", "p99"):
+            c, t = d[name].get(p), truth[name].get(p)
+            point[f"{name}_{p}_truth"] = t
+            point[f"{name}_{p}_err"] = None if c is None or t is None else round(c - t, 3)
+    return point
+
+
+class _RepeatSource:
+    """Picklable seed → endless repetition of one request (for worker processes)."""
+
+    def __init__(self, req: GenRequest) -> None:
+        self.req = req
+
+    def __call__(self, seed: int):
+        return itertools.repeat(self.req)
+
+
+def memory_growth(tokens_target: int = 1_000_000) -> dict:
+    """RSS growth of a long stage (records are folded into histograms as they finish)."""
+
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    # 100 streams × 1 ms chunks of 5 tokens: 500 k tokens/s offered; runs until tokens_target.
+    req = GenRequest(workload="bench", prompt="x", max_tokens=2000)
+    with schedserver("--mode", "staggered", "--interval-ms", "2", "--tokens", "5", "--ttft-ms", "5", cpu=0) as url:
+        with pinned(1):
+            # A first short stage so imports, pools and histograms exist before the baseline reading.
+            run_stage_processes(Target("mem", url, "sglang"), StageSpec(10, duration_s=1, warmup_s=0),
+                                _RepeatSource(req), RunOptions(), processes=1)
+            before = rss_mb()
+            t0 = time.perf_counter()
+            res = run_stage_processes(Target("mem", url, "sglang"),
+                                      StageSpec(100, duration_s=tokens_target / 150_000, warmup_s=0),
+                                      _RepeatSource(req), RunOptions(), processes=1)
+            after = rss_mb()
+    tokens = res.total.window_tokens
+    return {"tokens": tokens, "seconds": round(time.perf_counter() - t0, 1), "rss_before_mb": round(before, 1),
+            "rss_after_mb": round(after, 1), "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "growth_mb_per_million_tokens": round((after - before) / max(tokens, 1) * 1e6, 2)}
+
+
+def _fmt(points: list[dict]) -> str:
+    cols = ["mode", "streams", "chunks_per_s", "processes", "ttft_p50_err", "ttft_p99_err", "itl_p50_err",
+            "itl_p99_err", "chunk_gap_p99_err", "lag_p99_ms", "cpu_pct", "client_bound"]
+    rows = [cols] + [[str(p.get(c)) for c in cols] for p in points]
+    w = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    return "\n".join("  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="loadgen bench client", description=__doc__)
+    ap.add_argument("--streams", default="50,100,150,200,250", help="stream counts to sweep")
+    ap.add_argument("--interval-ms", type=float, default=10.0, help="chunk interval per stream (10 = 100 chunks/s)")
+    ap.add_argument("--modes", default="lockstep,staggered")
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--processes", default="1", help="comma-separated process counts to try")
+    ap.add_argument("--memory", action="store_true", help="also measure memory growth per million tokens")
+    ap.add_argument("--json", default=None, help="write the points to this file too")
+    a = ap.parse_args(argv)
+    if len(os.sched_getaffinity(0)) < 2:
+        print("note: fewer than 2 cores: server and client share one; errors include the server's own lag")
+    points = []
+    for mode in a.modes.split(","):
+        for procs in (int(x) for x in a.processes.split(",")):
+            for streams in (int(x) for x in a.streams.split(",")):
+                p = run_point(streams, a.interval_ms, mode=mode, duration_s=a.duration, processes=procs)
+                points.append(p)
+                print(_fmt([p]).splitlines()[-1] if len(points) > 1 else _fmt([p]), flush=True)
+    ok = [p for p in points if p["processes"] == 1 and p["itl_p99_err"] is not None and abs(p["itl_p99_err"]) <= 1.0]
+    if ok:
+        print(f"\nhighest chunk rate with |ITL p99 error| <= 1 ms on one client core: "
+              f"{max(p['chunks_per_s'] for p in ok)} chunks/s")
+    if a.memory:
+        print("memory:", orjson.dumps(memory_growth()).decode())
+    if a.json:
+        with open(a.json, "wb") as f:
+            f.write(orjson.dumps(points, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

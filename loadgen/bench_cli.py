@@ -1,0 +1,20 @@
+"""``loadgen bench client|sim``: benchmarks of loadgen itself, printing figures."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHES = {
+    "client": "loadgen.bench.client_bench",
+    "sim": "loadgen.sim.bench",
+}
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("which", choices=sorted(BENCHES), help="what to benchmark")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark (--help for them)")
+
+
+def run(args) -> int:
+    return importlib.import_module(BENCHES[args.which]).main(args.rest)
