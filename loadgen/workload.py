@@ -343,8 +343,8 @@ def fit_text(parts: TextParts, target: int, tok: Tokenizer, rng: random.Random) 
 def fit_chat(parts: ChatParts, target: int, tok: Tokenizer, rng: random.Random) -> tuple[dict, ...]:
     """Messages grown or cut to ``target`` content tokens.
 
-    Grows by prepending earlier exchanges from ``parts.more``; cuts from the oldest message on,
-    keeping every message (one token at least) so roles still alternate.
+    Grows by prepending earlier exchanges from ``parts.more``; cuts whole exchanges from the
+    oldest end, then shortens the oldest remaining one, so the final turns stay intact.
     """
     msgs = [dict(m) for m in parts.messages()]
     sizes = [tok.count(m["content"]) for m in msgs]
