@@ -541,6 +541,8 @@ def _load_entry_point(ep: importlib.metadata.EntryPoint) -> Workload:
         obj = ep.load()
     except Exception as exc:
         raise LoadgenError(f"{where} failed to import: {one_line(exc)}") from exc
+    if not (isinstance(obj, Workload) or callable(obj)):
+        raise LoadgenError(f"{where} is a {type(obj).__name__}, not a Workload subclass, instance or factory")
     try:
         workload = obj if isinstance(obj, Workload) else obj()
     except Exception as exc:
