@@ -138,6 +138,7 @@ def fit(
     accept: float | None = None,
     params: Sequence[str] = DEFAULT_PARAMS,
     sign_margin: float = 0.02,
+    power: float = 6.0,
     restarts: int = 4,
     seed: int = 0,
 ) -> tuple[Profile, float]:
@@ -149,17 +150,20 @@ def fit(
         prof = _with_cost(profile, params, x)
         total = 0.0
         for r in rows:
+            # a high power approaches minimax: the worst row matters more than the average
             if r.spec:
-                total += math.log(model.expected_throughput(prof, "spec", r.concurrency, **kw) / r.spec) ** 2
+                err = math.log(model.expected_throughput(prof, "spec", r.concurrency, **kw) / r.spec)
+                total += abs(err * 10) ** power
             if r.baseline:
-                total += math.log(model.expected_throughput(prof, "baseline", r.concurrency, **kw) / r.baseline) ** 2
+                err = math.log(model.expected_throughput(prof, "baseline", r.concurrency, **kw) / r.baseline)
+                total += abs(err * 10) ** power
         for c, want in checks:
             # keep the measured winner the winner, by a margin, so crossovers stay between the same rows
             s = model.expected_throughput(prof, "spec", c, **kw)
             b = model.expected_throughput(prof, "baseline", c, **kw)
             gap = want * math.log(s / b)
             if gap < sign_margin:
-                total += 20 * (sign_margin - gap) ** 2
+                total += 1e3 * (sign_margin - gap) ** 2
         return total
 
     rng = random.Random(seed)

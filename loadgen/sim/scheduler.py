@@ -254,6 +254,9 @@ class Scheduler:
                 k = 0
                 while k < max_accept and rnd() < q:
                     k += 1
+                left = req.target_tokens - req.produced
+                if k >= left:
+                    k = left - 1  # drafts past max_new_tokens are dropped, so they count as unused
                 req.verify_ct += 1
                 req.accepted += k
                 req.histogram[k] += 1
@@ -261,9 +264,6 @@ class Scheduler:
                 n = k + 1
             else:
                 n = 1
-            left = req.target_tokens - req.produced
-            if n > left:
-                n = left
             req.produced += n
             step_tokens += n
             if req.record:
