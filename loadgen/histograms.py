@@ -38,25 +38,60 @@ class Hist:
         self.h.add(other.h)
 
     def percentile(self, p: float) -> float:
-        return self.h.get_value_at_percentile(p) / self.scale
+        return self._scan((p,))[1][0] / self.scale
 
     def mean(self) -> float:
-        return self.h.get_mean_value() / self.scale
+        return self._scan(())[0]["mean"] / self.scale
+
+    def _scan(self, percentiles) -> tuple[dict, list[int]]:
+        """count, mean, min, max and the given percentiles in one pass over the buckets.
+
+        hdrh's own getters each walk every bucket through Python iterators (ms
+        per call, seconds per stage summary); this reads the counts once, with
+        HdrHistogram's conventions: mean over median-equivalent values,
+        percentiles as the highest equivalent value of the bucket reaching the
+        target count.
+        """
+        h = self.h
+        total = h.get_total_count()
+        nz = [(i, c) for i, c in enumerate(list(h.counts)) if c]
+        stats = {"count": total, "mean": 0.0, "min": 0, "max": 0}
+        if not nz:
+            return stats, [0 for _ in percentiles]
+        s = 0
+        for i, c in nz:
+            s += h.get_lowest_equivalent_value(v := h.get_value_from_index(i)) * c
+            s += (h.get_highest_equivalent_value(v) - h.get_lowest_equivalent_value(v)) * c / 2
+        stats["mean"] = s / total
+        stats["min"] = h.get_lowest_equivalent_value(h.get_value_from_index(nz[0][0]))
+        stats["max"] = h.get_highest_equivalent_value(h.get_value_from_index(nz[-1][0]))
+        targets = [max(1, int(min(p, 100.0) * total / 100 + 0.5)) for p in percentiles]
+        out = [0] * len(targets)
+        order = sorted(range(len(targets)), key=lambda k: targets[k])
+        run, j = 0, 0
+        for i, c in nz:
+            run += c
+            while j < len(order) and run >= targets[order[j]]:
+                out[order[j]] = h.get_highest_equivalent_value(h.get_value_from_index(i))
+                j += 1
+            if j == len(order):
+                break
+        return stats, out
 
     def summary(self, divisor: float = 1.0) -> dict:
         """count, mean, min, max and percentiles, each divided by ``divisor`` (e.g. 1000 for µs → ms)."""
-        n = self.count
-        if n == 0:
+        stats, values = self._scan(PERCENTILES)
+        if stats["count"] == 0:
             return {"count": 0}
         d = self.scale * divisor
         out = {
-            "count": n,
-            "mean": round(self.h.get_mean_value() / d, 4),
-            "min": round(self.h.get_min_value() / d, 4),
-            "max": round(self.h.get_max_value() / d, 4),
+            "count": stats["count"],
+            "mean": round(stats["mean"] / d, 4),
+            "min": round(stats["min"] / d, 4),
+            "max": round(stats["max"] / d, 4),
         }
-        for p in PERCENTILES:
-            out[_pkey(p)] = round(self.h.get_value_at_percentile(p) / d, 4)
+        for p, v in zip(PERCENTILES, values):
+            out[_pkey(p)] = round(v / d, 4)
         return out
 
     def encode(self) -> str:
