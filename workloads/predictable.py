@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -23,26 +24,22 @@ _COPY = (
     "Copy the following passage exactly, word for word, and output nothing else.",
     "Repeat the text below verbatim. Do not change, add or remove anything.",
     "Reproduce this passage exactly as it is written, keeping every line break.",
-    "Type out the following text again, character for character.",
+    "Type out the following text again exactly as written, character for character.",
 )
 _EDIT = (
-    "Apply this change to the {Lang} code below and return the complete code with no other changes.\n\n"
+    "Edit the {Lang} code below as follows and return the complete code with no other changes.\n\n"
     "Change: {edit}\n\n",
-    "Make exactly one edit to the following {Lang} code and output the whole code afterwards, "
-    "leaving everything else untouched. The edit: {edit}\n\n",
+    "Edit this {Lang} code: make exactly one change and output the whole code afterwards, "
+    "leaving everything else untouched. The change: {edit}\n\n",
 )
 _FILL = (
     "Fill in the template below once for each record. Copy the template exactly, replace each "
     "{{placeholder}} with the record's value, and separate the filled copies with a blank line.\n\n"
     "Template:\n\n{template}\n\nRecords:\n\n"
 )
-_JSON = (
-    "Convert each record below into a JSON object with exactly these keys, in this order: {keys}. "
-    "Keep every value as a string, exactly as given, and output one object per line.\n\nRecords:\n\n"
-)
 _CONTINUE = (
     "Continue this sequence for {n} more items, in exactly the same format. Output only the new items.\n\n",
-    "Here is the start of a list. Write the next {n} entries, following the same pattern and format.\n\n",
+    "Here is the start of a list. Continue the pattern: write the next {n} entries in the same format.\n\n",
 )
 _SLOT = re.compile(r"\{(\w+)\}")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -174,14 +171,11 @@ class PredictableWorkload(DraftWorkload):
             max_tokens = count(snippet["code"]) + 32
         elif task.kind == "fill":
             template = task.item
-            if template["json_keys"]:
-                slots = template["json_keys"]
-                head = _JSON.format(keys=", ".join(f'"{k}"' for k in slots))
-                per_record = 8 * len(slots)
-            else:
-                slots = list(dict.fromkeys(_SLOT.findall(template["text"])))
-                head = _FILL.format(template=template["text"])
-                per_record = count(template["text"]) + 8
+            # A JSON "template" is an object whose values are the placeholders, filled like any other.
+            text = json.dumps({k: f"{{{k}}}" for k in template["json_keys"]}) if template["json_keys"] else template["text"]
+            slots = list(dict.fromkeys(_SLOT.findall(text)))
+            head = _FILL.format(template=text)
+            per_record = count(text) + 8
             numbers = itertools.count(1)
             records = [self._record(slots, next(numbers), rng) for _ in range(rng.randint(1, 3))]
             parts = TextParts(
