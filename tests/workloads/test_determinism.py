@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 import subprocess
 import sys
 from collections import Counter
@@ -64,3 +65,10 @@ def test_sampling_matches_category(wl) -> None:
     for name in ("code", "chat", "predictable"):
         assert all(r.temperature == 0.0 for r in wl.take(resolve(name), 0, 200))
     assert all(r.temperature > 0 for r in wl.take(resolve("freetext"), 0, 200))
+
+
+def test_pickled_workload_gives_the_same_stream(wl) -> None:
+    # `loadgen run --processes N` ships the workload to worker processes by pickling it.
+    workload = resolve(MIX, SHAPED)
+    clone = pickle.loads(pickle.dumps(workload))
+    assert wl.dumps(wl.take(clone, 3, 200)) == wl.dumps(wl.take(workload, 3, 200))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 import sys
 
@@ -159,8 +160,11 @@ def test_hf_tokenizer(tmp_path, wl) -> None:
 
     lengths = Lengths.parse(prompt_tokens="120", tokenizer=str(folder))
     assert lengths.tokenizer.name.endswith("tokenizer.json")
-    for req in wl.take(resolve("code:1,predictable:1,freetext:1", lengths), 0, 20):
+    workload = resolve("code:1,predictable:1,freetext:1", lengths)
+    for req in wl.take(workload, 0, 20):
         assert prompt_tokens(req, lengths.tokenizer) == 120
+    # worker processes receive the workload, tokenizer included, by pickle
+    assert wl.dumps(wl.take(pickle.loads(pickle.dumps(workload)), 0, 20)) == wl.dumps(wl.take(workload, 0, 20))
 
 
 def test_tokenizer_errors(tmp_path, monkeypatch) -> None:
