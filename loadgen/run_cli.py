@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from loadgen.client import Timeouts
 from loadgen.errors import LoadgenError
 from loadgen.options import duration, headers, ladder, slo
+from loadgen.probe import probe_sync
 from loadgen.protocols import PROTOCOLS
 from loadgen.results import ResultsWriter
 from loadgen.runner import RunOptions, StageSpec, run_stage_processes
@@ -91,7 +92,14 @@ def run(args) -> int:
                   file=sys.stderr)
         target = Target(args.label or (args.sim_mode if args.url is None else "target"), url, args.protocol,
                         args.model, headers(args.header), args.spec_details)
-        meta["targets"] = [{"label": target.label, "url": target.url, "protocol": target.protocol}]
+        found = probe_sync(target.url)
+        if not found.reachable:
+            # Not fatal: every request of the run will be counted as a failure with the reason.
+            print(f"loadgen: warning: {target.url} does not answer ({found.error})", file=sys.stderr)
+        if found.engine == "sglang" and target.protocol != "sglang":
+            target.spec_details = True  # SGLang reports acceptance on OpenAI routes only when asked
+        meta["targets"] = [{"label": target.label, "url": target.url, "protocol": target.protocol,
+                            "server": found.to_dict()}]
         writer = ResultsWriter(args.out, meta)
         done = []
         try:
