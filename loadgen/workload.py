@@ -326,14 +326,20 @@ def fit_text(parts: TextParts, target: int, tok: Tokenizer, rng: random.Random) 
         have = tok.count(parts.render(material))  # exact: the estimate misses the wrap and joins
     if have <= target:
         return parts.render(material)
-    # Largest number of material tokens that keeps the prompt within the target.
-    lo, hi = 0, tok.count(material)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if tok.count(parts.render(tok.head(material, mid))) <= target:
-            lo = mid
-        else:
-            hi = mid - 1
+    # Most material tokens that keep the prompt within the target. Tokens nearly add up, so
+    # start from removing the excess and correct by a step or two rather than bisecting:
+    # each probe re-tokenizes the whole prompt.
+    def size(k: int) -> int:
+        return tok.count(parts.render(tok.head(material, k)))
+
+    total = tok.count(material)
+    lo = max(0, total - (have - target))
+    n = size(lo)
+    while lo > 0 and n > target:
+        lo = max(0, lo - (n - target))
+        n = size(lo)
+    while lo < total and size(lo + 1) <= target:
+        lo += 1
     text = parts.render(tok.head(material, lo))
     if lo == 0 and tok.count(text) > target:
         text = tok.head(text, target)
