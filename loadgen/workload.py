@@ -374,10 +374,9 @@ def fit_chat(parts: ChatParts, target: int, tok: Tokenizer, rng: random.Random) 
     # ...then shorten the oldest exchange: its reply loses its end (a reply cut short reads
     # naturally), its question its start; then the final turns, the lead (system) last.
     # Every message keeps one token at least, so roles still alternate.
-    history = len(msgs) - at - len(parts.final)
-    order = [(at + 1, False), (at, True)] if history >= 2 else []
-    order += [(i, True) for i in range(at, len(msgs)) if history < 2 or i > at + 1] + [(i, True) for i in range(at)]
-    for i, keep_end in order:
+    oldest = [(at + 1, False), (at, True)] if len(msgs) - at - len(parts.final) >= 2 else []
+    later = range(at + len(oldest), len(msgs))
+    for i, keep_end in oldest + [(i, True) for i in later] + [(i, True) for i in range(at)]:
         if excess <= 0:
             break
         cut = min(excess, sizes[i] - 1)
