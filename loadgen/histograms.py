@@ -17,8 +17,8 @@ class Hist:
 
     __slots__ = ("h", "scale", "unit")
 
-    def __init__(self, scale: float = 1.0, unit: str = "us", highest: int = 3_600_000_000) -> None:
-        self.h = HdrHistogram(1, highest, 3)
+    def __init__(self, scale: float = 1.0, unit: str = "us", highest: int = 3_600_000_000, digits: int = 3) -> None:
+        self.h = HdrHistogram(1, highest, digits)
         self.scale = scale
         """Recorded integer = value × scale (1 for µs and counts, 1000 for fractional values)."""
         self.unit = unit
@@ -100,8 +100,8 @@ class Hist:
         return data.decode("ascii") if isinstance(data, bytes) else data
 
     @classmethod
-    def decode(cls, text: str, scale: float = 1.0, unit: str = "us") -> "Hist":
-        hist = cls(scale, unit)
+    def decode(cls, text: str, scale: float = 1.0, unit: str = "us", digits: int = 3) -> "Hist":
+        hist = cls(scale, unit, digits=digits)
         if text:
             hist.h.add(HdrHistogram.decode(text.encode("ascii")))
         return hist

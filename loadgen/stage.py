@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, LATENCY_METRICS, REGISTRY
 from loadgen.record import RequestRecord
+from loadgen.timeline import BIN_HISTS, Timeline
 
 SCHEMA = "loadgen.stage/1"
 
@@ -73,13 +74,7 @@ class MetricSet:
     accepted_drafts: int = 0
     proposed_drafts: int = 0
     verify_steps: int = 0
-    timeline_tokens: list[int] = field(default_factory=list)
-    timeline_completed: list[int] = field(default_factory=list)
-
-    def bump(self, series: list[int], index: int, amount: int) -> None:
-        if index >= len(series):
-            series.extend([0] * (index + 1 - len(series)))
-        series[index] += amount
+    timeline: Timeline = field(default_factory=Timeline)
 
     def merge(self, other: "MetricSet") -> None:
         for name, h in other.hists.items():
@@ -90,8 +85,7 @@ class MetricSet:
         for cls, f in other.failures.items():
             mine = self.failures.setdefault(cls, Failure(0, f.first_message))
             mine.count += f.count
-        self.timeline_tokens = _add_series(self.timeline_tokens, other.timeline_tokens)
-        self.timeline_completed = _add_series(self.timeline_completed, other.timeline_completed)
+        self.timeline.merge(other.timeline)
 
     def to_dict(self, window_s: float, bin_s: float) -> dict:
         bins = max(1, int(window_s / bin_s + 1e-9)) if bin_s > 0 else 0
@@ -124,19 +118,14 @@ class MetricSet:
             }
         if self.proposed_drafts:
             out["accept_rate"] = round(self.accepted_drafts / self.proposed_drafts, 4)
-        out["timeline"] = {
-            "bin_s": round(bin_s, 6),
-            "tokens": (self.timeline_tokens + [0] * bins)[:bins],
-            "completed": (self.timeline_completed + [0] * bins)[:bins],
-        }
+        out["timeline"] = self.timeline.to_dict(bins, bin_s)
         out["histograms"] = {name: h.encode() for name, h in self.hists.items()}
         return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetricSet":
         tl = d.get("timeline", {})
-        ms = cls(timeline_tokens=list(tl.get("tokens", [])),
-                 timeline_completed=list(tl.get("completed", [])))
+        ms = cls(timeline=Timeline.from_dict(tl))
         for name, text in d.get("histograms", {}).items():
             m = BY_NAME.get(name)
             if m is not None:
@@ -153,11 +142,6 @@ class MetricSet:
         ms.proposed_drafts = drafts.get("proposed", 0)
         ms.verify_steps = drafts.get("verify_steps", 0)
         return ms
-
-
-def _add_series(a: list[int], b: list[int]) -> list[int]:
-    n = max(len(a), len(b))
-    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
 
 
 @dataclass
@@ -294,15 +278,15 @@ class StageAccumulator:
             self._fold(target, rec, started_inside)
 
     def _fold(self, ms: MetricSet, rec: RequestRecord, started_inside: bool) -> None:
-        lo, hi = self.lo, self.hi
+        lo, hi, width = self.lo, self.hi, self.bin_ns
+        tl = ms.timeline
         for m in REGISTRY:
             if m.level == "chunk":
-                m.observe(rec, ms.hists[m.name], lo, hi)
-        tl = ms.timeline_tokens
+                self._record(m, ms, rec)
         for t, k in zip(rec.chunk_ns, rec.chunk_tokens):
             if lo <= t < hi:
                 ms.window_tokens += k
-                ms.bump(tl, (t - lo) // self.bin_ns, k)
+                tl.bump("tokens", (t - lo) // width, k)
         if not started_inside:
             return
         ms.started += 1
@@ -312,12 +296,16 @@ class StageAccumulator:
             f.count += 1
             return
         ms.completed += 1
-        if self.lo <= rec.end_ns < self.hi:
-            ms.bump(ms.timeline_completed, (rec.end_ns - lo) // self.bin_ns, 1)
+        b = (rec.start_ns - lo) // width
+        tl.bump("completed", b)
         for m in REGISTRY:
             if m.level == "request":
-                m.observe(rec, ms.hists[m.name], lo, hi)
-        ms.server_output_tokens += rec.output_tokens or 0
+                self._record(m, ms, rec)
+        n = rec.output_tokens or 0
+        if rec.chunk_ns and n > 1 and rec.end_ns > rec.chunk_ns[0]:
+            tl.bump("decode_rate_sum", b, (n - 1) * 1e9 / (rec.end_ns - rec.chunk_ns[0]))
+            tl.bump("decode_rate_n", b)
+        ms.server_output_tokens += n
         if not rec.token_counts_exact:
             ms.approximate_requests += 1
         if rec.accepted_drafts is not None:
@@ -326,10 +314,18 @@ class StageAccumulator:
             ms.proposed_drafts += rec.proposed_drafts
         if rec.verify_ct:
             ms.verify_steps += rec.verify_ct
-        if self.slo.any() and self.slo.met(rec):
+        if not self.slo.any() or self.slo.met(rec):
             ms.good += 1
-        elif not self.slo.any():
-            ms.good += 1
+            tl.bump("good", b)
+
+    def _record(self, m, ms: MetricSet, rec: RequestRecord) -> None:
+        hist = ms.hists[m.name]
+        binned = m.name in BIN_HISTS
+        lo, width = self.lo, self.bin_ns
+        for t, v, c in m.samples(rec, lo, self.hi):
+            hist.record_float(v, c)
+            if binned:
+                ms.timeline.hist(m.name, (t - lo) // width).record_float(v, c)
 
     def close(self, window_end_ns: int) -> None:
         self.hi = window_end_ns

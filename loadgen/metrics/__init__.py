@@ -26,8 +26,18 @@ class Metric:
     def new_hist(self) -> Hist:
         return Hist(self.scale, self.unit)
 
-    def observe(self, rec: RequestRecord, hist: Hist, lo_ns: int, hi_ns: int) -> None:
+    def samples(self, rec: RequestRecord, lo_ns: int, hi_ns: int):
+        """Yield (time_ns, value, count): value in the histogram's unit before scaling.
+
+        time_ns places the sample in a timeline bin: the chunk's arrival for
+        chunk-level metrics, the request's start for request-level ones.
+        Chunk-level metrics yield only chunks that arrived in [lo_ns, hi_ns).
+        """
         raise NotImplementedError
+
+    def observe(self, rec: RequestRecord, hist: Hist, lo_ns: int, hi_ns: int) -> None:
+        for _, v, c in self.samples(rec, lo_ns, hi_ns):
+            hist.record_float(v, c)
 
 
 from loadgen.metrics.accept_length import AcceptLength  # noqa: E402

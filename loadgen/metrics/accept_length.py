@@ -8,6 +8,6 @@ class AcceptLength(Metric):
     divisor = 1.0
     description = "server-reported tokens per verify step of each request (completion_tokens / spec_verify_ct)"
 
-    def observe(self, rec, hist, lo_ns, hi_ns):
+    def samples(self, rec, lo_ns, hi_ns):
         if rec.accept_length:
-            hist.record_float(rec.accept_length)
+            yield rec.start_ns, rec.accept_length, 1

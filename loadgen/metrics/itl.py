@@ -6,10 +6,10 @@ class ITL(Metric):
     level = "chunk"
     description = "per token: each later chunk's gap ÷ its token count, recorded once per token"
 
-    def observe(self, rec, hist, lo_ns, hi_ns):
+    def samples(self, rec, lo_ns, hi_ns):
         ts, ks = rec.chunk_ns, rec.chunk_tokens
         for i in range(1, len(ts)):
             t = ts[i]
             if lo_ns <= t < hi_ns:
                 k = ks[i]
-                hist.record_float((t - ts[i - 1]) / 1000 / k, k)
+                yield t, (t - ts[i - 1]) / 1000 / k, k

@@ -8,7 +8,7 @@ class TokensPerChunk(Metric):
     level = "chunk"
     description = "tokens carried by each chunk that carried any (first chunk included)"
 
-    def observe(self, rec, hist, lo_ns, hi_ns):
+    def samples(self, rec, lo_ns, hi_ns):
         for t, k in zip(rec.chunk_ns, rec.chunk_tokens):
             if lo_ns <= t < hi_ns:
-                hist.record(k)
+                yield t, k, 1
