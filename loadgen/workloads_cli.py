@@ -22,7 +22,11 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help="target prompt length in tokens: N, normal:MEAN,STD or uniform:LOW,HIGH "
         "(grown or cut with content of the workload's own kind)",
     )
-    parser.add_argument("--output-tokens", metavar="DIST", help="max output tokens: N, normal:MEAN,STD or uniform:LOW,HIGH")
+    # --max-tokens is what `loadgen run` calls it; both spellings work here.
+    parser.add_argument(
+        "--output-tokens", "--max-tokens", dest="output_tokens", metavar="DIST",
+        help="max output tokens: N, normal:MEAN,STD or uniform:LOW,HIGH",
+    )
     parser.add_argument(
         "--tokenizer",
         metavar="PATH",

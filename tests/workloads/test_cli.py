@@ -18,7 +18,7 @@ def test_list_and_show(cli) -> None:
 
 
 def test_show_json_is_deterministic(cli) -> None:
-    args = ("workloads", "show", "predictable:1,freetext:1", "-n", "50", "--seed", "9", "--json", "--output-tokens", "uniform:5,9")
+    args = ("workloads", "show", "predictable:1,freetext:1", "-n", "50", "--seed", "9", "--json", "--max-tokens", "uniform:5,9")
     first, second = cli(*args), cli(*args)
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
