@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 
 import orjson
@@ -96,6 +97,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action == "list":
-        return _list()
-    return _show(args)
+    try:
+        return _list() if args.action == "list" else _show(args)
+    except BrokenPipeError:
+        # `loadgen workloads show ... | head` closes the pipe early, which is not an error; point
+        # stdout at devnull so the interpreter's final flush does not fail either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import orjson
 
 
@@ -56,3 +59,10 @@ def test_list_survives_a_broken_plugin(cli, plugin_dir) -> None:
     rows = {line.split()[0]: line for line in listed.stdout.splitlines()}
     assert "echo test workload" in rows["echo"]
     assert "unavailable" in rows["broken"] and "failed to import" in rows["broken"]
+
+
+def test_show_into_a_closed_pipe_is_quiet(wl) -> None:
+    # `loadgen workloads show ... | head -1`: the reader leaves early; no traceback.
+    cmd = f"{sys.executable} -m loadgen workloads show code -n 200 --full | head -1"
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, cwd=wl.repo)
+    assert result.stdout.startswith("--- #1") and result.stderr == "" and result.returncode == 0
