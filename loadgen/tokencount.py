@@ -72,24 +72,7 @@ def _scale(values: list[int], total: int) -> list[int]:
 
 
 def load_tokenizer(path: str) -> Tokenizer:
-    """A Hugging Face ``tokenizers`` tokenizer from a tokenizer.json file or its folder."""
-    from pathlib import Path
+    """A token counter from a tokenizer.json file or its folder (the same loader the workloads use)."""
+    from loadgen.workload import load_tokenizer as load
 
-    from loadgen.errors import LoadgenError
-
-    try:
-        from tokenizers import Tokenizer as HFTokenizer
-    except ImportError:
-        raise LoadgenError(
-            "--tokenizer needs the optional 'tokenizers' package: pip install 'loadgen[tokenizers]'"
-        ) from None
-    p = Path(path)
-    if p.is_dir():
-        p = p / "tokenizer.json"
-    if not p.is_file():
-        raise LoadgenError(f"tokenizer file not found: {p}")
-    try:
-        tok = HFTokenizer.from_file(str(p))
-    except Exception as exc:  # the library raises plain Exception subclasses
-        raise LoadgenError(f"cannot load tokenizer {p}: {exc}") from None
-    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+    return load(path).count

@@ -1,0 +1,110 @@
+"""Starting and stopping the servers under test, for users with one GPU box.
+
+A target may name the command that starts its server, a health URL and the
+signal that stops it. The ramp starts one server, waits until it is healthy,
+runs its stages, stops it and starts the next, and records what each server
+said about itself. A server that never becomes healthy, or whose command
+exits, is a one-line error with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadgen.errors import LoadgenError
+
+
+@dataclass
+class ServerCommand:
+    label: str
+    command: str | list[str]
+    health_url: str
+    stop_signal: str = "SIGINT"
+    startup_timeout_s: float = 900.0
+    env: dict = field(default_factory=dict)
+    log_path: Path | None = None
+
+
+class ManagedServer:
+    def __init__(self, cmd: ServerCommand) -> None:
+        self.cmd = cmd
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        argv = shlex.split(self.cmd.command) if isinstance(self.cmd.command, str) else list(self.cmd.command)
+        if not argv:
+            raise LoadgenError(f"target {self.cmd.label}: empty start command")
+        log_path = self.cmd.log_path or Path(f"{self.cmd.label}.server.log")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env={**os.environ, **self.cmd.env}, start_new_session=True)
+        except OSError as exc:
+            raise LoadgenError(f"target {self.cmd.label}: cannot run {argv[0]!r}: {exc.strerror}") from None
+        deadline = time.monotonic() + self.cmd.startup_timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise LoadgenError(f"target {self.cmd.label}: start command exited with status {code} before "
+                                   f"{self.cmd.health_url} was healthy; log tail: {self.log_tail()}")
+            if _healthy(self.cmd.health_url):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise LoadgenError(f"target {self.cmd.label}: {self.cmd.health_url} not healthy after "
+                                   f"{self.cmd.startup_timeout_s:g} s; log tail: {self.log_tail()}")
+            time.sleep(0.5)
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            sig = getattr(signal, self.cmd.stop_signal, signal.SIGINT)
+            try:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+            except ProcessLookupError:
+                pass
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_tail(self, lines: int = 5) -> str:
+        path = self.cmd.log_path or Path(f"{self.cmd.label}.server.log")
+        try:
+            text = path.read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            return "(no log)"
+        return " | ".join(t.strip() for t in text) or "(empty log)"
+
+    def __enter__(self) -> "ManagedServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return 200 <= r.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
