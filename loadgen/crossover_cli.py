@@ -1,0 +1,211 @@
+"""``loadgen crossover``: run (or read) a baseline-vs-speculative ramp and say where they cross."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import ExitStack
+from dataclasses import fields
+from pathlib import Path
+
+import orjson
+
+from loadgen.client import Timeouts
+from loadgen.compare import BY_NAME as METRICS_BY_NAME
+from loadgen.compare import analyze_run
+from loadgen.crossover import MetricAnalysis, StageComparison, Crossover, Region, refine_plan
+from loadgen.errors import LoadgenError
+from loadgen.options import duration, headers, ladder, slo
+from loadgen.orchestrate import ServerCommand
+from loadgen.protocols import PROTOCOLS
+from loadgen.ramp import RampPlan, log, run_ramp
+from loadgen.results import ResultsWriter, load
+from loadgen.runner import RunOptions
+from loadgen.target import Target
+
+DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
+PRIMARY = "output_tokens_per_s"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="from_", metavar="RESULTS", help="analyse a finished run (its run.json or folder)")
+    p.add_argument("--out", default="results/crossover", help="output folder (default results/crossover)")
+    p.add_argument("--baseline-url", help="baseline server; omit both URLs to use the embedded simulator")
+    p.add_argument("--spec-url", help="speculative server")
+    p.add_argument("--baseline-start", help="command that starts the baseline server (one GPU box)")
+    p.add_argument("--spec-start", help="command that starts the speculative server")
+    p.add_argument("--health-path", default="/health", help="health path for started servers")
+    p.add_argument("--protocol", default="sglang", choices=sorted(PROTOCOLS))
+    p.add_argument("--model", default="default")
+    p.add_argument("--header", action="append")
+    p.add_argument("--ladder", default=DEFAULT_LADDER, help=f"concurrency ladder (default {DEFAULT_LADDER})")
+    p.add_argument("--workloads", default="chat", help="comma-separated; each gets its own ladder (default chat)")
+    p.add_argument("--max-tokens", default=None)
+    p.add_argument("--prompt-tokens", default=None)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--tokenizer", default=None)
+    p.add_argument("--duration", default="30s")
+    p.add_argument("--requests", type=int, default=None)
+    p.add_argument("--warmup", default="5s")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--slo", default=None)
+    p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--read-timeout", default="120s")
+    p.add_argument("--refine", action="store_true", help="add stages between bracketing concurrencies")
+    p.add_argument("--refine-width", type=float, default=1.3, help="stop when the interval's high/low ≤ this")
+    p.add_argument("--refine-budget", type=int, default=4, help="at most this many extra concurrencies")
+    p.add_argument("--confidence", type=float, default=0.90)
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    sim = p.add_argument_group("embedded simulator (when no URL is given)")
+    sim.add_argument("--sim-profile", default="pcie-8gpu-eagle3")
+    sim.add_argument("--sim-time-scale", type=float, default=1.0)
+
+
+def _source_factory(args):
+    from loadgen.workload import Lengths, resolve
+
+    lengths = Lengths.parse(args.prompt_tokens, args.max_tokens, args.tokenizer, args.ignore_eos)
+    return lambda spec: resolve(spec, lengths).requests
+
+
+def run(args) -> int:
+    if args.from_:
+        path = Path(args.from_)
+        doc = load(path / "run.json" if path.is_dir() else path)
+        out = Path(args.out) if args.out != "results/crossover" else (path if path.is_dir() else path.parent)
+        return _analyse_and_report(doc, out, args)
+    out = Path(args.out)
+    if (args.baseline_url is None) != (args.spec_url is None):
+        raise LoadgenError("give both --baseline-url and --spec-url, or neither (embedded simulator)")
+    tokenizer = None
+    if args.tokenizer:
+        from loadgen.tokencount import load_tokenizer
+
+        tokenizer = load_tokenizer(args.tokenizer)
+    opts = RunOptions(slo=slo(args.slo), timeouts=Timeouts(read_s=duration(args.read_timeout, "--read-timeout")),
+                      tokenizer=tokenizer, seed=args.seed)
+    with ExitStack() as stack:
+        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": args.seed,
+                      "roles": {"baseline": "baseline", "spec": "spec"}}
+        commands = {}
+        if args.baseline_url is None:
+            base_url, spec_url = _start_simulators(stack, args, meta)
+        else:
+            base_url, spec_url = args.baseline_url, args.spec_url
+            for label, cmd, url in (("baseline", args.baseline_start, base_url), ("spec", args.spec_start, spec_url)):
+                if cmd:
+                    commands[label] = ServerCommand(label, cmd, url.rstrip("/") + args.health_path,
+                                                    log_path=out / f"{label}.server.log")
+        hdrs = headers(args.header)
+        targets = [Target("baseline", base_url, args.protocol, args.model, dict(hdrs)),
+                   Target("spec", spec_url, args.protocol, args.model, dict(hdrs))]
+        plan = RampPlan(targets=targets, ladder=ladder(args.ladder, "--ladder"),
+                        workloads=[w.strip() for w in args.workloads.split(",") if w.strip()],
+                        make_source=_source_factory(args), opts=opts,
+                        duration_s=None if args.requests else duration(args.duration),
+                        requests=args.requests, warmup_s=duration(args.warmup, "--warmup"),
+                        processes=args.processes, commands=commands)
+        for w in plan.workloads:
+            plan.make_source(w)  # a bad workload name fails here, before any load
+        meta["ladder"] = plan.ladder
+        meta["workloads"] = plan.workloads
+        meta["targets"] = [{"label": t.label, "url": t.url, "protocol": t.protocol} for t in targets]
+        writer = ResultsWriter(out / "run.json", meta)
+        try:
+            run_ramp(plan, writer)
+            if args.refine:
+                _refine(plan, writer, args)
+        except KeyboardInterrupt:
+            log("interrupted: analysing the stages that finished")
+            writer.finish(interrupted=True)
+            if writer.stages:
+                _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
+            return 130
+        writer.finish(interrupted=False)
+    return _analyse_and_report(load(out / "run.json"), out, args)
+
+
+def _start_simulators(stack: ExitStack, args, meta: dict) -> tuple[str, str]:
+    from loadgen.sim.process import SimProcess
+
+    cpus = sorted(os.sched_getaffinity(0))
+    sim_cpu = cpus[0] if len(cpus) > 1 else None
+    urls = []
+    for mode in ("baseline", "spec"):
+        sim = stack.enter_context(SimProcess(profile=args.sim_profile, mode=mode, time_scale=args.sim_time_scale,
+                                             seed=args.seed, cpu=sim_cpu))
+        urls.append(sim.url)
+    if sim_cpu is not None:
+        os.sched_setaffinity(0, set(cpus[1:]))  # the client keeps the other cores
+    meta["simulator"] = {"profile": args.sim_profile, "time_scale": args.sim_time_scale}
+    log(f"no URLs given: embedded simulators ({args.sim_profile}) baseline {urls[0]}, spec {urls[1]}")
+    return urls[0], urls[1]
+
+
+def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
+    budget = args.refine_budget
+    while budget > 0:
+        doc = {"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}
+        res = analyze_run(doc, [METRICS_BY_NAME[PRIMARY]], confidence=args.confidence)
+        extra = []
+        for wl, per in res["workloads"].items():
+            if wl == "all" or PRIMARY not in per:
+                continue
+            a = _analysis_from_dict(per[PRIMARY]["analysis"])
+            extra += [(wl, c) for c in refine_plan(a, args.refine_width, budget)]
+        extra = extra[:budget]
+        if not extra:
+            return
+        log(f"refining: adding {', '.join(f'{w}@C={c}' for w, c in extra)}")
+        run_ramp(RampPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)} | {"ladder": [], "workloads": []}),
+                 writer, extra_stages=extra)
+        budget -= len(extra)
+
+
+def _analysis_from_dict(d: dict) -> MetricAnalysis:
+    d = dict(d)
+    d["comparisons"] = [StageComparison(**c) for c in d["comparisons"]]
+    d["regions"] = [Region(**r) for r in d["regions"]]
+    d["crossovers"] = [Crossover(**x) for x in d["crossovers"]]
+    d["candidates"] = [Crossover(**x) for x in d.get("candidates", [])]
+    return MetricAnalysis(**d)
+
+
+def _analyse_and_report(doc: dict, out: Path, args) -> int:
+    res = analyze_run(doc, confidence=args.confidence)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "crossover.json").write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2))
+    print(crossover_tables(res))
+    if not args.no_report:
+        try:
+            from loadgen.report import render
+        except ImportError:
+            render = None
+        if render is not None:
+            html = render(out)
+            log(f"report: {html}")
+    log(f"results: {out / 'run.json'}, analysis: {out / 'crossover.json'}")
+    return 0
+
+
+def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
+    lines = []
+    for wl, per in res["workloads"].items():
+        if metric not in per:
+            continue
+        a = per[metric]["analysis"]
+        unit = per[metric]["unit"]
+        lines.append(f"\nworkload {wl}: {per[metric]['label']} ({unit}), {int(a['confidence'] * 100)} % intervals")
+        head = ["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]
+        rows = [head]
+        for c in a["comparisons"]:
+            d, lo, hi = c["delta"], c["ci_low"], c["ci_high"]
+            rows.append([str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
+                         "-" if d is None else f"{d * 100:+.1f}",
+                         "-" if lo is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]", c["verdict"]])
+        w = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines += ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
+        for name, m in per.items():
+            lines.append(f"  • {m['recommendation']}")
+    return "\n".join(lines)
