@@ -70,15 +70,18 @@ class SimRequest:
     abort_status: int | None = None
     abort_pending: bool = False
     _waiter: asyncio.Future | None = None
+    _seen: int = 0
 
     def notify(self) -> None:
         w = self._waiter
-        if w is not None and not w.done():
+        # wake the handler only when what it waits for exists: a non-streaming handler sleeps to the end
+        if w is not None and (self.produced > self._seen or self.finished) and not w.done():
             w.set_result(None)
 
     async def wait_change(self, seen: int) -> None:
         """Return once more than ``seen`` tokens exist or the request has finished."""
         while self.produced <= seen and not self.finished:
+            self._seen = seen
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
             self._waiter = None

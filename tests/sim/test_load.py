@@ -59,11 +59,14 @@ def test_250_streams_queue_beyond_cap(spec_sim):
     waits = sorted((t["admitted_ns"] - t["received_ns"]) / 1e9 for t in mine.values())
     step_s = 0.2 / 20  # far below one 40-token request's life at time-scale 20
     assert sum(w > step_s for w in waits) >= 250 - 48
-    # server-side TTFT (client TTFT also holds the client's own cost of opening 250 connections)
-    ttfts = sorted((t["first_token_ns"] - t["received_ns"]) / 1e9 for t in mine.values())
-    assert statistics.median(ttfts[-100:]) > 4 * statistics.median(ttfts[:48])
+    # queued requests wait for running ones to finish: their TTFT exceeds the first batch's by
+    # at least half a request's life (absolute TTFTs also hold this busy machine's CPU lag)
+    by_ttft = sorted(mine.values(), key=lambda t: t["first_token_ns"] - t["received_ns"])
+    ttft = [(t["first_token_ns"] - t["received_ns"]) / 1e9 for t in by_ttft]
+    life = statistics.median((t["finished_ns"] - t["first_token_ns"]) / 1e9 for t in by_ttft[:48])
+    assert statistics.median(ttft[-100:]) - statistics.median(ttft[:48]) > 0.5 * life
     client = sorted(r[1] for r in results)
-    assert statistics.median(client[-100:]) > 1.5 * statistics.median(client[:48])
+    assert statistics.median(client[-100:]) - statistics.median(client[:48]) > 0.5 * life
     # and the truth agrees with what was streamed
     for t in mine.values():
         assert sum(n for _, n in t["events"]) == t["completion_tokens"] == 40
