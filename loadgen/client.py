@@ -93,7 +93,9 @@ class StreamClient:
     async def __aenter__(self) -> "StreamClient":
         loop = asyncio.get_running_loop()
         connector = aiohttp.TCPConnector(
-            limit=self.concurrency + 8, limit_per_host=0, keepalive_timeout=60, enable_cleanup_closed=True
+            # Below the 5 s idle keep-alive of uvicorn (SGLang, vLLM) and llama.cpp: a pooled
+            # connection the server already closed would fail the next request's write.
+            limit=self.concurrency + 8, limit_per_host=0, keepalive_timeout=3.0, enable_cleanup_closed=True
         )
         # Private hook, checked by tests/test_client.py: the factory aiohttp uses for new connections.
         connector._factory = lambda: _StampingHandler(loop)
@@ -131,12 +133,13 @@ class StreamClient:
         ``start_ns`` lets the runner stamp the start itself, so its choice of
         window for the request and the record's TTFT use the same instant.
         """
-        body = _StampedBody(orjson.dumps(self.protocol.build(req, rid)))
+        payload = orjson.dumps(self.protocol.build(req, rid))
         state = StreamState()
         texts: list[str] | None = [] if self.tokenizer is not None else None
         rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now())
         try:
-            async with self._session.post(self.url, data=body, headers=self.headers) as resp:
+            resp_cm, body = await self._send(payload, rec)
+            async with resp_cm as resp:
                 rec.sent_ns = body.sent_ns or rec.start_ns
                 marks = resp.connection.protocol.rx_marks if resp.connection else []
                 # Headers may share a socket read with the first events; that read's stamp
@@ -174,6 +177,25 @@ class StreamClient:
                 rec.end_ns = _now()
         self._finish(rec, state, texts)
         return rec
+
+    async def _send(self, payload: bytes, rec: RequestRecord):
+        """POST, retrying once if a pooled connection turns out closed before any response.
+
+        Servers close keep-alive connections on their own schedule (llama.cpp's
+        httplib drops some right after a streamed response); a request sent on
+        such a socket fails before the server answered anything, so it is sent
+        again on a fresh connection. Only the second failure counts; retries
+        are counted in the stage results.
+        """
+        for attempt in (1, 2):
+            body = _StampedBody(payload)
+            try:
+                resp = await self._session.post(self.url, data=body, headers=self.headers)
+                return resp, body
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if attempt == 2:
+                    raise
+                rec.retries += 1
 
     async def _read_stream(self, resp, rec, state, texts, marks, last_mark) -> None:
         parser = SSEParser()

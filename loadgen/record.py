@@ -41,6 +41,8 @@ class RequestRecord:
     token_counts_exact: bool = True
     """False when per-chunk token counts had to be estimated (see docs/metrics.md)."""
     server_id: str | None = None
+    retries: int = 0
+    """Sends repeated because a pooled connection was found closed before the request got out."""
     coalesced_reads: int = 0
     """Reads that found bytes from more than one socket receive: a sign of client lag."""
 

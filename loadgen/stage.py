@@ -71,6 +71,7 @@ class MetricSet:
     server_output_tokens: int = 0
     """Sum of the server's usage over completed window requests."""
     approximate_requests: int = 0
+    retries: int = 0
     accepted_drafts: int = 0
     proposed_drafts: int = 0
     verify_steps: int = 0
@@ -80,7 +81,7 @@ class MetricSet:
         for name, h in other.hists.items():
             self.hists[name].add(h)
         for attr in ("started", "completed", "failed", "good", "window_tokens", "server_output_tokens",
-                     "approximate_requests", "accepted_drafts", "proposed_drafts", "verify_steps"):
+                     "approximate_requests", "retries", "accepted_drafts", "proposed_drafts", "verify_steps"):
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
         for cls, f in other.failures.items():
             mine = self.failures.setdefault(cls, Failure(0, f.first_message))
@@ -95,6 +96,7 @@ class MetricSet:
                 "completed": self.completed,
                 "failed": self.failed,
                 "failures": {k: {"count": f.count, "first_message": f.first_message} for k, f in self.failures.items()},
+                "retries": self.retries,
             },
             "output_tokens": self.window_tokens,
             "output_tokens_per_s": round(self.window_tokens / window_s, 3) if window_s > 0 else 0.0,
@@ -132,6 +134,7 @@ class MetricSet:
                 ms.hists[name] = Hist.decode(text, m.scale, m.unit)
         req = d.get("requests", {})
         ms.started, ms.completed, ms.failed = req.get("started", 0), req.get("completed", 0), req.get("failed", 0)
+        ms.retries = req.get("retries", 0)
         ms.failures = {k: Failure(v["count"], v["first_message"]) for k, v in req.get("failures", {}).items()}
         ms.window_tokens = d.get("output_tokens", 0)
         ms.server_output_tokens = d.get("server_output_tokens", 0)
@@ -290,6 +293,7 @@ class StageAccumulator:
         if not started_inside:
             return
         ms.started += 1
+        ms.retries += rec.retries
         if not rec.ok:
             ms.failed += 1
             f = ms.failures.setdefault(rec.error_class, Failure(0, rec.error_message or ""))
