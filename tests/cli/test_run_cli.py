@@ -1,0 +1,64 @@
+"""`loadgen run` as a user runs it: a real process, the embedded simulator, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def loadgen(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_run_against_the_embedded_simulator(tmp_path):
+    out = tmp_path / "run.json"
+    p = loadgen("run", "--concurrency", "1,3", "--duration", "2s", "--warmup", "0.5s", "--sim-time-scale", "10",
+                "--sim-mode", "spec", "--workload", "predictable", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "loadgen.run/1" and [s["concurrency"] for s in doc["stages"]] == [1, 3]
+    for s in doc["stages"]:
+        assert s["requests"]["completed"] > 0 and s["requests"]["failed"] == 0
+        assert s["output_tokens_per_s"] > 0 and s["token_counts"] == "exact"
+        assert s["accept_length"]["count"] > 0 and s["accept_length"]["mean"] > 1.5
+        assert s["tokens_per_chunk"]["max"] >= 2
+        for m in ("ttft", "itl", "chunk_gap", "tpot", "e2e"):
+            assert {"p50", "p90", "p99"} <= set(s[m]), m
+    assert doc["run"]["targets"][0]["server"]["engine"] == "sglang"
+    assert (tmp_path / "run.csv").read_text().count("\n") == 3
+    assert "Tag=spec/c3/s1/itl" in (tmp_path / "run.hlog").read_text()
+    assert "TTFT p50" in p.stdout
+
+
+def test_ctrl_c_keeps_finished_stages(tmp_path):
+    out = tmp_path / "run.json"
+    p = subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--concurrency", "1,2,3", "--duration", "3s",
+                          "--warmup", "0.2s", "--sim-time-scale", "10", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and json.loads(out.read_text())["stages"]:
+            break
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, stderr
+    doc = json.loads(out.read_text())
+    assert doc["run"]["interrupted"] is True and len(doc["stages"]) >= 1
+    assert "results so far are saved" in stderr and "Traceback" not in stderr
+
+
+def test_bad_input_is_one_line(tmp_path):
+    for args, words in [
+        (["--url", "ftp://x"], "not an http(s) URL"),
+        (["--url", "http://127.0.0.1:9", "--concurrency", "5,2"], "must increase"),
+        (["--url", "http://127.0.0.1:9", "--workload", "nosuch"], "nosuch"),
+        (["--url", "http://127.0.0.1:9", "--duration", "abc"], "--duration"),
+        (["--url", "http://127.0.0.1:9", "--slo", "foo=1"], "--slo"),
+    ]:
+        p = loadgen("run", *args, "--out", str(tmp_path / "x.json"))
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr, (args, p.stderr)
