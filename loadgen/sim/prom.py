@@ -55,6 +55,8 @@ class Metrics:
     spec_verify_calls: int = 0
     http_requests: int = 0
     http_active: int = 0
+    events_written: int = 0
+    """Stream events written to sockets (the bench's chunks/s)."""
     ttft: dict = field(default_factory=lambda: {s: Histogram(TTFT_BUCKETS) for s in (True, False)})
     e2e: dict = field(default_factory=lambda: {s: Histogram(E2E_BUCKETS) for s in (True, False)})
     tpot: dict = field(default_factory=lambda: {s: Histogram(ITL_BUCKETS) for s in (True, False)})

@@ -157,9 +157,12 @@ async def closed_loop(
     stream: bool = False,
     route: str = "/generate",
     seed: int = 0,
+    duration_s: float | None = None,
 ) -> LoopResult:
     """``concurrency`` users each send ``per_user`` requests back to back on their own warm
-    keep-alive connection; all start together. Streams are read whole, events counted."""
+    keep-alive connection; all start together. Streams are read whole, events counted.
+    With ``duration_s``, users keep going until then (prompts are reused) and only requests
+    finished by the deadline count; wall time is the duration."""
     host, _, port = url.removeprefix("http://").partition(":")
     prompts = conversational_prompts(concurrency * per_user, seed)
     res = LoopResult(concurrency)
@@ -177,21 +180,29 @@ async def closed_loop(
                 "temperature": 0.0, "ignore_eos": True, "stream": stream,
                 "stream_options": {"include_usage": True}}  # fmt: skip
 
+    deadline = None
+
     async def user(i: int) -> None:
         conn = conns[i]
-        for k in range(per_user):
-            raw = _post(host, route, body_for(prompts[i * per_user + k]))
+        k = 0
+        while (k < per_user) if deadline is None else True:
+            raw = _post(host, route, body_for(prompts[i * per_user + k % per_user]))
+            k += 1
             t0 = time.perf_counter_ns()
             await conn.send(raw)
+            if deadline is not None and time.perf_counter() > deadline:
+                return
             res.ttft_s.append((conn.first_ns - t0) / 1e9)
             res.chunks += conn.chunks
             res.output_tokens += _tokens_of(bytes(conn.body), stream, route)
             res.requests += 1
 
     t0 = time.perf_counter()
+    if duration_s is not None:
+        deadline = t0 + duration_s
     try:
         await asyncio.gather(*(user(i) for i in range(concurrency)))
-        res.wall_s = time.perf_counter() - t0
+        res.wall_s = time.perf_counter() - t0 if deadline is None else duration_s
     finally:
         for c in conns:
             c.transport.close()

@@ -250,6 +250,7 @@ class SimServer:
         """Record one written event in the truth and the latency histograms."""
         t = now_ns()
         req = fl.req
+        self.metrics.events_written += 1
         if not req.record:
             return
         req.truth.events.append([t, n_new])
@@ -663,6 +664,9 @@ class SimServer:
                 "mode": self.cfg.mode,
                 "time_scale": self.cfg.time_scale,
                 "seed": self.cfg.seed,
+                "generated_tokens": stats.generated_tokens,
+                "events_written": self.metrics.events_written,
+                "now_ns": now_ns(),
             },
             "internal_states": [internal],
         }
