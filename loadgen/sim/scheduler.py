@@ -12,6 +12,7 @@ of the step's tokens at once, and its HTTP handler writes them as one event.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections import deque
@@ -193,7 +194,9 @@ class Scheduler:
             deadline += int(ms * self._ns_per_ms)
             delay = deadline - now_ns()
             if delay > 0:
-                await asyncio.sleep(delay / 1e9)
+                # event-loop timers tick in whole milliseconds (uvloop rounds to the nearest, so it
+                # can wake early): ask for the next whole ms so a step never ends before its deadline
+                await asyncio.sleep(math.ceil(delay / 1e6) / 1e3)
             else:
                 await asyncio.sleep(0)  # late: run at once, but let handlers write first
             t = now_ns()
