@@ -231,7 +231,7 @@ class Scheduler:
                 continue
             req.produced = 1  # prefill samples the first token
             if req.record:
-                req.truth.steps.append([t, 1])
+                req.truth.steps.extend((t, 1))
                 self.stats.generated_tokens += 1
             if req.target_tokens <= 1:
                 self._finish(req, t)
@@ -273,7 +273,7 @@ class Scheduler:
             req.produced += n
             step_tokens += n
             if req.record:
-                req.truth.steps.append([t, n])
+                req.truth.steps.extend((t, n))
             if req.produced >= req.target_tokens:
                 self._finish(req, t)
             else:

@@ -253,7 +253,7 @@ class SimServer:
         self.metrics.events_written += 1
         if not req.record:
             return
-        req.truth.events.append([t, n_new])
+        req.truth.events.extend((t, n_new))
         if n_new <= 0:
             return
         m = self.metrics
