@@ -80,3 +80,23 @@ def test_250_streams_baseline_all_run(baseline_sim):
     assert len(mine) == 250
     # baseline's cap (512) holds all 250: one batch, so every request saw ~30 steps of the same batch
     assert max(len(t["steps"]) for t in mine) == 30
+
+
+def test_adaptive_speculation_turns_off_at_large_batch():
+    from loadgen.sim.process import SimProcess
+    from loadgen.sim.selfcheck import closed_loop
+
+    args = ["--speculative-adaptive", "--max-running-requests", "100"]
+    with SimProcess(mode="spec", time_scale=25, extra_args=args) as sim:
+        asyncio.run(closed_loop(sim.url, 80, 1, max_tokens=30))
+
+        async def fetch():
+            return (await request(sim.url, "/loadgen/truth", method="GET")).json()
+
+        truth = asyncio.run(fetch())
+    # at batch >= 64 (the profile's adaptive_off_batch) steps are plain decodes: 1 token, no verify
+    assert len(truth) == 80
+    plain_steps = [len(t["steps"]) - 1 - t["verify_ct"] for t in truth]
+    assert all(p > 0 for p in plain_steps)
+    full_plain = [t for t, p in zip(truth, plain_steps) if t["verify_ct"] == 0]
+    assert full_plain and all(n == 1 for t in full_plain for _, n in t["steps"])
