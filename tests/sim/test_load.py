@@ -97,6 +97,8 @@ def test_adaptive_speculation_turns_off_at_large_batch():
     # at batch >= 64 (the profile's adaptive_off_batch) steps are plain decodes: 1 token, no verify
     assert len(truth) == 80
     plain_steps = [len(t["steps"]) - 1 - t["verify_ct"] for t in truth]
-    assert all(p > 0 for p in plain_steps)
-    full_plain = [t for t, p in zip(truth, plain_steps) if t["verify_ct"] == 0]
-    assert full_plain and all(n == 1 for t in full_plain for _, n in t["steps"])
+    assert sum(p > 0 for p in plain_steps) >= 64  # everyone in the big batch had plain steps
+    # a request that never verified got exactly one token per step
+    assert all(n == 1 for t in truth if t["verify_ct"] == 0 for _, n in t["steps"])
+    # identity: prefill token + plain steps + verify steps + accepted drafts
+    assert all(t["completion_tokens"] == 1 + p + t["verify_ct"] + t["accepted_drafts"] for t, p in zip(truth, plain_steps))
