@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from loadgen.sim import profiles
 from loadgen.sim.profiles import Cost, Profile, Spec
 
 
@@ -106,7 +107,7 @@ class SteadyState:
 
 
 def steady_state(
-    profile: Profile,
+    profile: Profile | str,
     mode: str,
     concurrency: int,
     *,
@@ -124,6 +125,8 @@ def steady_state(
     together and are prefilled in one forward per round; speculative ones drift
     apart (random acceptance), so their prefills are spread over the round.
     """
+    if isinstance(profile, str):
+        profile = profiles.load(profile)
     cost = profile.cost
     cap = max_running or profile.max_running(mode)
     batch = max(1, min(concurrency, cap))
@@ -149,7 +152,7 @@ def steady_state(
     return SteadyState(batch=batch, step_ms=step, tokens_per_step=tps, throughput=thr)
 
 
-def expected_throughput(profile: Profile, mode: str, concurrency: int, **kw) -> float:
+def expected_throughput(profile: Profile | str, mode: str, concurrency: int, **kw) -> float:
     """Analytic aggregate output tokens/s (time-scale 1) of a closed loop of ``concurrency`` users."""
     return steady_state(profile, mode, concurrency, **kw).throughput
 
@@ -162,8 +165,10 @@ class Crossover:
     """True if speculation is the faster mode just above this concurrency."""
 
 
-def true_crossovers(profile: Profile, *, max_concurrency: int = 512, **kw) -> list[Crossover]:
-    """Every concurrency where the sign of (spec - baseline) throughput flips."""
+def true_crossovers(profile: Profile | str, *, max_concurrency: int = 512, **kw) -> list[Crossover]:
+    """Every concurrency where the sign of (spec - baseline) throughput flips (a profile or its name)."""
+    if isinstance(profile, str):
+        profile = profiles.load(profile)
     out: list[Crossover] = []
     prev, prev_c = 0.0, 0
     for c in range(1, max_concurrency + 1):
