@@ -1,0 +1,354 @@
+"""The conductor: the ramp's stages in order, who runs them, merging and writing results.
+
+Lives where the LoadTestShape runs (the local runner, or the master). For each
+stage it sends a :class:`StagePlan` to the load processes (directly to the
+local executor, or as a ``loadgen_stage`` message to every worker), tells the
+shape how many users to run, waits for every process's stage result, merges
+them exactly (``StageResult.merge``: HDR histograms, counters and timelines
+add) and writes the merged stage with ``ResultsWriter`` before the next stage
+begins. Order: A@C1, B@C1, A@C2, B@C2, ... so drift hits both targets alike;
+both targets' stages at one concurrency use the same prompt seed.
+
+A worker that goes missing (Locust's heartbeat) or never reports: the master
+logs it, merges the other workers' data, and marks the stage incomplete.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+
+from loadgen.results import ResultsWriter
+from loadgen.stage import StageAccumulator, StageResult
+from loadgen.table import stage_table
+
+from .config import RampConfig, TargetConf
+from .plan import StagePlan
+
+log = logging.getLogger("loadgen.locust")
+
+START_LEAD_S = 1.0
+"""Distributed stages start this long after the plan is sent: time for workers to warm their pools."""
+REPORT_GRACE_S = 30.0
+"""How long after a stage should have ended a silent worker is given before it counts as lost."""
+
+
+def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") -> list[StagePlan]:
+    plans = []
+    for step, c in enumerate(cfg.ladder):
+        for t in targets:
+            plans.append(StagePlan(
+                index=len(plans), step=step, target=t.as_dict(), concurrency=c, warmup_s=cfg.warmup_s,
+                duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
+                max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=cfg.workload,
+                prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,
+                tokenizer=cfg.tokenizer, slo=dict(cfg.slo), connect_timeout_s=cfg.connect_timeout_s,
+                read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id,
+            ))
+    return plans
+
+
+class _Running:
+    def __init__(self, plan: StagePlan, expected: dict[str, int]) -> None:
+        self.plan = plan
+        self.expected = expected  # worker id → share index
+        self.parts: dict[str, dict] = {}
+        self.lost: dict[str, str] = {}  # worker id → why
+        self.begun = time.monotonic()
+
+    @property
+    def pending(self) -> list[str]:
+        return [w for w in self.expected if w not in self.parts and w not in self.lost]
+
+    def deadline(self) -> float:
+        p = self.plan
+        length = p.duration_s if p.duration_s is not None else 60.0
+        return self.begun + START_LEAD_S + p.warmup_s + length + p.max_cooldown_s + REPORT_GRACE_S
+
+
+class Conductor:
+    def __init__(self, environment, cfg: RampConfig, targets: list[TargetConf], *, executor=None,
+                 meta: dict | None = None, cpus: list[int] | None = None) -> None:
+        self.env = environment
+        self.cfg = cfg
+        self.targets = targets
+        self.executor = executor
+        """The local executor (local runner); None on a master."""
+        self.meta = dict(meta or {})
+        self.cpus = cpus
+        self.runs = 0
+        self.run_id = ""
+        self.plans: list[StagePlan] = []
+        self.pos = 0
+        self.cur: _Running | None = None
+        self.stages: list[dict] = []
+        self.writer: ResultsWriter | None = None
+        self.finished = False
+        self.aborted = False
+        self._last_workers: tuple[str, ...] = ()
+        self._nudge = False
+        self._waiting_logged = False
+        self.refresh = None
+        """cfg → cfg: the options as they are now, for a new run started from the web UI."""
+
+    # --- run lifecycle --------------------------------------------------------------------------
+    @property
+    def distributed(self) -> bool:
+        return self.executor is None
+
+    def new_run(self) -> None:
+        """Called when a test starts (headless start, or the web UI's start button)."""
+        self.runs += 1
+        self.run_id = uuid.uuid4().hex[:12]
+        self.plans = build_plans(self.cfg, self.targets, self.run_id)
+        self.pos = 0
+        self.cur = None
+        self.stages = []
+        self.finished = False
+        self.aborted = False
+        name = "ramp.json" if self.runs == 1 else f"ramp-{self.runs}.json"
+        meta = {
+            "command": "locust ramp",
+            "argv": sys.argv[1:],
+            "config": self.cfg.source,
+            "workload": self.cfg.workload,
+            "seed": self.cfg.seed,
+            "ladder": list(self.cfg.ladder),
+            "order": [f"{p.label}@{p.concurrency}" for p in self.plans],
+            "targets": [{k: v for k, v in t.as_dict().items() if k != "headers"} for t in self.targets],
+            "locust": {"mode": "distributed" if self.distributed else "local"},
+            **self.meta,
+        }
+        self.writer = ResultsWriter(Path(self.cfg.out) / name, meta)
+        log.info("loadgen: %d stages (%s), results in %s", len(self.plans),
+                 ", ".join(meta["order"][:6]) + (", ..." if len(self.plans) > 6 else ""), self.writer.path)
+
+    def stop(self) -> None:
+        """The test stopped (or quit) before the ramp ended: drop the running stage, close the file."""
+        if self.writer is None or self.finished:
+            return
+        self.aborted = True
+        if self.cur is not None:
+            log.warning("loadgen: test stopped during stage %d/%d (%s C=%d); that stage is not written",
+                        self.cur.plan.index + 1, len(self.plans), self.cur.plan.label, self.cur.plan.concurrency)
+            if self.executor is not None:
+                self.executor.abort()
+            else:
+                self._broadcast("loadgen_abort", {"key": self.cur.plan.key})
+            self.cur = None
+        self._finish(interrupted=True)
+
+    def _finish(self, interrupted: bool) -> None:
+        self.finished = True
+        if self.writer is not None:
+            self.writer.finish(interrupted=interrupted)
+            if self.stages:
+                print(stage_table(self.stages), flush=True)
+            log.info("loadgen: results in %s (+ .csv, .hlog)%s", self.writer.path,
+                     " — interrupted" if interrupted else "")
+
+    # --- the shape's clock ----------------------------------------------------------------------
+    def tick(self) -> tuple[int, float] | None:
+        if self.writer is None or self.finished:
+            if self.refresh is not None:  # options as they are now (the web UI form may have changed them)
+                self.cfg = self.refresh(self.cfg)
+            self.new_run()
+        if self.cur is not None:
+            self._check_lost()
+            if not self.cur.pending:
+                self._complete()
+        if self.cur is None:
+            if self.pos >= len(self.plans):
+                self._finish(interrupted=False)
+                return None
+            if not self._begin(self.plans[self.pos]):
+                return (0, 1.0)
+        c = self.cur.plan.concurrency
+        rate = c / max(0.1, min(1.0, self.cur.plan.warmup_s / 2))  # every user started by mid-warm-up
+        return (c, rate + (0.001 if self._nudge else 0.0))
+
+    def _begin(self, plan: StagePlan) -> bool:
+        plan.host = socket.gethostname()
+        plan.cpus = self.cpus
+        if self.executor is not None:
+            plan.shares = {"local": 0}
+            plan.start_at_ns = None
+            self.cur = _Running(plan, dict(plan.shares))
+            self.executor.begin(plan, 0, 1)
+        else:
+            workers = self._live_workers()
+            if not workers:
+                if not self._waiting_logged:
+                    log.warning("loadgen: no workers connected; waiting for workers before stage %d", plan.index + 1)
+                    self._waiting_logged = True
+                return False
+            self._waiting_logged = False
+            plan.shares = {w: i for i, w in enumerate(workers)}
+            plan.start_at_ns = time.perf_counter_ns() + int(START_LEAD_S * 1e9)
+            if tuple(workers) != self._last_workers and self._last_workers:
+                self._nudge = not self._nudge  # a changed worker set: make Locust re-dispatch the users
+            self._last_workers = tuple(workers)
+            self.cur = _Running(plan, dict(plan.shares))
+            self._broadcast("loadgen_stage", plan.to_msg())
+        log.info("loadgen: stage %d/%d: %s C=%d (warm-up %gs, %s)%s", plan.index + 1, len(self.plans), plan.label,
+                 plan.concurrency, plan.warmup_s,
+                 f"window {plan.duration_s:g}s" if plan.duration_s is not None else f"{plan.requests} requests",
+                 f" on {len(plan.shares)} workers" if self.distributed else "")
+        return True
+
+    def _broadcast(self, kind: str, data: dict) -> None:
+        runner = self.env.runner
+        for w in list(runner.clients.keys()):
+            runner.send_message(kind, data, client_id=w)
+
+    def _live_workers(self) -> list[str]:
+        from locust.runners import STATE_MISSING
+
+        runner = self.env.runner
+        alive = [c.id for c in runner.clients.values() if c.state != STATE_MISSING]
+        return sorted(alive, key=runner.get_worker_index)
+
+    def _worker_name(self, w: str) -> str:
+        if w == "local":
+            return "local process"
+        try:
+            return f"worker {self.env.runner.get_worker_index(w)} ({w})"
+        except Exception:
+            return f"worker {w}"
+
+    # --- results ----------------------------------------------------------------------------------
+    def add_part(self, item: dict) -> None:
+        """A process's result for a stage (from the local executor, or a worker report)."""
+        cur = self.cur
+        if cur is None or item.get("key") != cur.plan.key:
+            log.debug("loadgen: dropped a late stage result (%s)", item.get("key"))
+            return
+        w = item.get("worker", "?")
+        if w not in cur.expected or w in cur.parts:
+            return
+        if w in cur.lost:  # reported after all (slow, not dead): take it
+            del cur.lost[w]
+        cur.parts[w] = item
+        if self.cfg.keep_parts and self.writer is not None:
+            folder = self.writer.path.parent / "parts"
+            folder.mkdir(parents=True, exist_ok=True)
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in w)
+            name = f"{self.writer.path.stem}-s{cur.plan.index:02d}-{cur.plan.label}-c{cur.plan.concurrency}-{safe}.json"
+            (folder / name).write_bytes(orjson.dumps(item))
+
+    def _check_lost(self) -> None:
+        cur = self.cur
+        if self.executor is not None:
+            return
+        from locust.runners import STATE_MISSING
+
+        clients = self.env.runner.clients
+        late = time.monotonic() > cur.deadline()
+        for w in cur.pending:
+            node = clients.get(w)
+            why = None
+            if node is None:
+                why = "quit or was removed"
+            elif node.state == STATE_MISSING:
+                why = "went missing (no heartbeat)"
+            elif late:
+                why = "sent no result in time"
+            if why:
+                cur.lost[w] = why
+                msg = (f"loadgen: {self._worker_name(w)} {why} during stage {cur.plan.index + 1} "
+                       f"({cur.plan.label} C={cur.plan.concurrency}); keeping the other workers' data, "
+                       "stage marked incomplete")
+                log.error(msg)
+
+    def _complete(self) -> None:
+        cur, plan = self.cur, self.cur.plan
+        results, notes = [], []
+        for w in cur.expected:
+            item = cur.parts.get(w)
+            if item is None:
+                notes.append(f"{self._worker_name(w)} {cur.lost.get(w, 'lost')}: its share is missing")
+            elif item.get("error"):
+                notes.append(f"{self._worker_name(w)} failed: {item['error']}")
+            elif item.get("result"):
+                results.append(StageResult.from_dict(item["result"]))
+        if results:
+            merged = results[0]
+            for r in results[1:]:
+                merged.merge(r)
+        else:
+            length = plan.duration_s or 1.0
+            acc = StageAccumulator(0, int(length * 1e9), int((plan.bin_s or length / 20) * 1e9))
+            merged = acc.result(target=plan.label, url=plan.target["url"], protocol=plan.target.get("protocol", ""),
+                                concurrency=plan.concurrency, stage_index=plan.index)
+            merged.processes = 0
+        if notes:
+            merged.incomplete = True
+            merged.notes.extend(notes)
+        if merged.total.started == 0 and "no request started inside the steady window" not in merged.notes:
+            merged.notes.append("no request started inside the steady window")
+        d = self.writer.add_stage(merged)
+        self.stages.append(d)
+        log.info("loadgen: stage %d/%d done: %s C=%d: %d ok, %d failed, %.1f tok/s, TTFT p50 %s ms, "
+                 "ITL p50 %s ms%s", plan.index + 1, len(self.plans), plan.label, plan.concurrency,
+                 d["requests"]["completed"], d["requests"]["failed"], d["output_tokens_per_s"],
+                 _fmt(d["ttft"].get("p50")), _fmt(d["itl"].get("p50")),
+                 " (INCOMPLETE)" if d.get("incomplete") else "")
+        self.cur = None
+        self.pos += 1
+
+    # --- for the web UI ---------------------------------------------------------------------------
+    def status(self) -> dict:
+        cur = None
+        if self.cur is not None:
+            p = self.cur.plan
+            cur = {"index": p.index, "target": p.label, "concurrency": p.concurrency,
+                   "phase": self._phase(), "elapsed_s": round(time.monotonic() - self.cur.begun, 1),
+                   "reported": len(self.cur.parts), "expected": len(self.cur.expected)}
+        return {
+            "run": self.runs, "total_stages": len(self.plans), "finished": self.finished, "aborted": self.aborted,
+            "results": str(self.writer.path) if self.writer else None,
+            "targets": [t.label for t in self.targets], "ladder": list(self.cfg.ladder),
+            "stages": [summary(d) for d in self.stages], "current": cur,
+        }
+
+    def _phase(self) -> str:
+        cur = self.cur
+        if self.executor is not None and self.executor.stage is not None:
+            phase = self.executor.stage.phase
+            return "writing results" if phase == "done" else phase
+        p = cur.plan
+        t = time.monotonic() - cur.begun - START_LEAD_S
+        if t < 0:
+            return "preparing"
+        if t < p.warmup_s:
+            return "warm-up"
+        if p.duration_s is not None and t < p.warmup_s + p.duration_s:
+            return "window"
+        return "cool-down"
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def summary(d: dict) -> dict:
+    """The figures the web UI shows for one written stage (no histograms)."""
+    g = lambda m, k: d.get(m, {}).get(k)  # noqa: E731
+    return {
+        "index": d["stage_index"], "target": d["target"], "concurrency": d["concurrency"],
+        "ttft_p50": g("ttft", "p50"), "ttft_p99": g("ttft", "p99"),
+        "itl_p50": g("itl", "p50"), "itl_p99": g("itl", "p99"),
+        "tokens_per_s": d.get("output_tokens_per_s"),
+        "tokens_per_chunk": g("tokens_per_chunk", "mean"),
+        "accept_length": g("accept_length", "mean"),
+        "completed": d["requests"]["completed"], "failed": d["requests"]["failed"],
+        "incomplete": bool(d.get("incomplete")), "client_bound": bool(d["client"]["client_bound"]),
+        "processes": d["client"]["processes"],
+    }
+

@@ -1,0 +1,81 @@
+"""Master/worker plumbing: stage plans out by custom message, stage results back by worker report.
+
+Worker side: a ``loadgen_stage`` message carries a :class:`StagePlan`; the
+worker runs its share (every n-th request of the stage's sequence, its share
+of the users as dispatched by Locust) and, when its part of the stage is
+over, puts the encoded StageResult (HDR histograms as compressed base64,
+counters, timelines) in an outbox that the next ``report_to_master`` carries;
+it asks for that report at once rather than waiting for the 3 s tick.
+
+Master side: ``worker_report`` hands each part to the conductor, which merges
+them exactly and notices workers that went missing (see conductor.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import gevent
+
+from .executor import Executor
+from .plan import StagePlan
+
+log = logging.getLogger("loadgen.locust")
+
+REPORT_KEY = "loadgen_stages"
+STAGE_MSG = "loadgen_stage"
+ABORT_MSG = "loadgen_abort"
+
+
+def setup_worker(environment, runner) -> Executor:
+    outbox: list[dict] = []
+
+    def send_now() -> None:
+        send = getattr(runner, "_send_stats", None)  # the same call the 3 s reporter makes
+        if send is not None:
+            try:
+                send()
+            except Exception as exc:  # the periodic report will carry it
+                log.warning("loadgen: immediate report failed (%s); the next periodic report carries it", exc)
+
+    def on_result(item: dict) -> None:
+        outbox.append(item)
+        gevent.spawn(send_now)
+
+    ex = Executor(on_result, worker_id=runner.client_id)
+    environment.loadgen_executor = ex
+
+    def on_report(client_id, data, **kw) -> None:
+        if outbox:
+            data[REPORT_KEY] = list(outbox)
+            outbox.clear()
+
+    environment.events.report_to_master.add_listener(on_report)
+
+    def on_stage(environment, msg, **kw) -> None:
+        plan = StagePlan.from_msg(msg.data)
+        share = plan.shares.get(runner.client_id)
+        if share is None:
+            log.info("loadgen: stage %d is not for this worker (joined later); idle", plan.index + 1)
+            ex.abort()
+            return
+        if plan.host != socket.gethostname():
+            plan.start_at_ns = None  # CLOCK_MONOTONIC is per machine: start after warming up instead
+        ex.begin(plan, share, len(plan.shares))
+
+    def on_abort(environment, msg, **kw) -> None:
+        ex.abort()
+
+    runner.register_message(STAGE_MSG, on_stage)
+    runner.register_message(ABORT_MSG, on_abort)
+    return ex
+
+
+def setup_master(environment, conductor) -> None:
+    def on_worker_report(client_id, data, **kw) -> None:
+        for item in data.get(REPORT_KEY, ()):
+            item.setdefault("worker", client_id)
+            conductor.add_part(item)
+
+    environment.events.worker_report.add_listener(on_worker_report)

@@ -1,0 +1,200 @@
+"""Wiring the ramp into Locust's events (a locustfile calls :func:`install` once).
+
+- ``init_command_line_parser``: loadgen's options (``--ladder``, ``--warmup``, ...).
+  The config (Locust's own ``--config FILE.toml``) and options are checked right
+  after Locust parses its command line — before ``--processes`` forks and before
+  any load: a bad key, type or ladder, or an unreachable target, is one line
+  (``loadgen: error: ...``) and exit status 2.
+- ``init``: local runner → executor + conductor; master → conductor; worker →
+  executor. With no target configured, the master/local process starts the
+  embedded simulator once per mode (baseline, spec) and stops it on quit.
+- ``test_stop``: a stopped test drops the running stage and closes the results.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from contextlib import ExitStack
+
+from loadgen.errors import LoadgenError
+
+from . import config as cfgmod
+from .config import RampConfig, TargetConf
+
+log = logging.getLogger("loadgen.locust")
+
+OPTION_KEYS = ("ladder", "warmup", "stage_duration", "stage_requests", "workload", "seed", "out",
+               "sim_time_scale", "sim_profile", "keep_parts")
+
+_state: dict = {"cfg": None, "checked": False, "sims": None, "installed": False}
+
+
+def _die(exc: LoadgenError) -> None:
+    sys.stderr.write(f"loadgen: error: {exc}\n")
+    sys.stderr.flush()
+    sys.exit(2)
+
+
+def _config_path(options) -> str | None:
+    path = getattr(options, "config", None)
+    return path if path and str(path).endswith(".toml") else None
+
+
+def config_from_options(options) -> RampConfig:
+    cfg = cfgmod.load(_config_path(options))
+    return cfgmod.with_overrides(cfg, **{k: getattr(options, k, None) for k in OPTION_KEYS})
+
+
+# --- command line ----------------------------------------------------------------------------
+def add_options(parser, **kw) -> None:
+    g = parser  # (LocustArgumentParser.add_argument takes include_in_web_ui; argument groups do not)
+    g.add_argument("--ladder", default=None, help="concurrency ladder, e.g. 1,2,5,10 (default 1,2,5,10,30,70,100,250)")
+    g.add_argument("--warmup", default=None, help="warm-up before each steady window (default 5s)")
+    g.add_argument("--stage-duration", default=None, help="steady window per stage (default 30s)")
+    g.add_argument("--stage-requests", default=None, help="close each window after N requests instead")
+    g.add_argument("--workload", default=None, help="workload name, mix 'code:2,chat:1' or .jsonl (default chat)")
+    g.add_argument("--seed", default=None, help="prompt sequence seed (default 0)")
+    g.add_argument("--out", default=None, help="results folder (default results/ramp)")
+    g.add_argument("--sim-time-scale", default=None, help="embedded simulator speed-up (default 1)")
+    g.add_argument("--sim-profile", default=None, help="embedded simulator profile (default pcie-8gpu-eagle3)")
+    g.add_argument("--keep-parts", action="store_true", default=False, include_in_web_ui=False,
+                   help="also write each process's own stage results (OUT/parts/)")
+
+    original = parser.parse_args
+
+    def parse_args(*args, **kwargs):
+        ns = original(*args, **kwargs)
+        if not _state["checked"] and not getattr(ns, "worker", False):
+            _state["checked"] = True
+            try:
+                _state["cfg"] = check(config_from_options(ns))
+            except LoadgenError as exc:
+                _die(exc)
+        return ns
+
+    parser.parse_args = parse_args
+
+
+def check(cfg: RampConfig) -> RampConfig:
+    """Everything that can be checked before any load is sent."""
+    cfgmod.check_workload(cfg)
+    if cfg.targets:
+        cfgmod.check_reachable(cfg.targets, source=cfg.source)
+    return cfg
+
+
+# --- process setup ------------------------------------------------------------------------------
+def on_init(environment, runner=None, **kw) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
+    if runner is None:
+        return
+    if isinstance(runner, WorkerRunner):
+        from .distributed import setup_worker
+
+        setup_worker(environment, runner)
+        return
+    try:
+        cfg = _state["cfg"] or check(config_from_options(environment.parsed_options))
+    except LoadgenError as exc:
+        _die(exc)
+    _state["cfg"] = cfg
+    targets, meta, cpus = start_targets(cfg)
+    from .conductor import Conductor
+
+    executor = None
+    if not isinstance(runner, MasterRunner):
+        from .executor import Executor
+
+        executor = Executor(lambda item: environment.loadgen_conductor.add_part(item))
+        environment.loadgen_executor = executor
+    conductor = Conductor(environment, cfg, targets, executor=executor, meta=meta, cpus=cpus)
+    conductor.refresh = refreshed(environment)
+    environment.loadgen_conductor = conductor
+    if isinstance(runner, MasterRunner):
+        from .distributed import setup_master
+
+        setup_master(environment, conductor)
+    if environment.web_ui is not None:
+        from .webui import install as install_web_ui
+
+        install_web_ui(environment, conductor)
+
+
+def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | None]:
+    """The configured targets, or embedded simulators (one per mode) started now."""
+    if cfg.targets:
+        return cfg.targets, {}, None
+    from loadgen.sim.process import SimProcess
+
+    sim = cfg.simulator
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    pin = sim.pin and len(cpus) > 1
+    stack = ExitStack()
+    targets = []
+    try:
+        for mode in sim.modes:
+            proc = stack.enter_context(SimProcess(profile=sim.profile, mode=mode, time_scale=sim.time_scale,
+                                                  seed=sim.seed, cpu=cpus[0] if pin else None))
+            targets.append(TargetConf(mode, proc.url))
+            log.info("loadgen: no target configured: embedded simulator (%s, %s, time scale %g) at %s",
+                     sim.profile, mode, sim.time_scale, proc.url)
+    except LoadgenError as exc:
+        stack.close()
+        _die(exc)
+    _state["sims"] = stack
+    load_cpus = cpus[1:] if pin else None
+    if load_cpus:
+        os.sched_setaffinity(0, set(load_cpus))
+    meta = {"simulator": {"profile": sim.profile, "modes": list(sim.modes), "time_scale": sim.time_scale,
+                          "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None}}
+    return targets, meta, load_cpus
+
+
+def on_test_stop(environment, **kw) -> None:
+    conductor = getattr(environment, "loadgen_conductor", None)
+    if conductor is not None:
+        conductor.stop()
+    elif getattr(environment, "loadgen_executor", None) is not None:
+        environment.loadgen_executor.abort()
+
+
+def on_quitting(environment, **kw) -> None:
+    ex = getattr(environment, "loadgen_executor", None)
+    if ex is not None:
+        ex.close()
+    stack = _state.get("sims")
+    if stack is not None:
+        _state["sims"] = None
+        stack.close()
+
+
+def refreshed(environment):
+    """The config with the options as they are now (the web UI's form may have changed them)."""
+
+    def refresh(old: RampConfig) -> RampConfig:
+        try:
+            new = config_from_options(environment.parsed_options)
+            cfgmod.check_workload(new)
+        except LoadgenError as exc:
+            log.error("loadgen: error: %s (keeping the previous settings)", exc)
+            return old
+        new.simulator = old.simulator  # the simulators are already running
+        return new
+
+    return refresh
+
+
+def install(events=None) -> None:
+    """Register the ramp's listeners (idempotent)."""
+    if _state["installed"]:
+        return
+    if events is None:
+        from locust import events
+    events.init_command_line_parser.add_listener(add_options)
+    events.init.add_listener(on_init)
+    events.test_stop.add_listener(on_test_stop)
+    events.quitting.add_listener(on_quitting)
+    _state["installed"] = True
