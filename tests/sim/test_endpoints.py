@@ -204,7 +204,10 @@ def test_info_endpoints(spec_sim):
         assert isinstance(st, list) and isinstance(st[0]["avg_spec_accept_length"], float)
         assert 1.0 <= st[0]["avg_spec_accept_length"] <= 3.0
     loads = get(spec_sim.url, "/v1/loads").json()
+    assert set(loads) == {"timestamp", "version", "accelerator", "num_accelerators", "loads"}
+    assert isinstance(loads["timestamp"], str) and loads["timestamp"].endswith("Z")
     ld = loads["loads"][0]
+    assert ld["dp_rank"] == 0 and set(ld["memory"]) >= {"weight_gb", "kv_cache_gb", "graph_gb", "token_capacity"}
     for k in ("num_running_reqs", "num_waiting_reqs", "max_running_requests", "token_usage", "gen_throughput"):
         assert isinstance(ld[k], (int, float)), k
     assert set(ld["speculative"]) == {"accept_length", "accept_rate"}
@@ -232,6 +235,7 @@ def test_health_flush_abort(baseline_sim):
     for path in ("/health", "/health_generate"):
         r = get(baseline_sim.url, path)
         assert r.status == 200 and r.body == b""
+    assert get(baseline_sim.url, "/ready").status == 200
     r = call(baseline_sim.url, "/flush_cache")
     assert r.status == 200 and r.body.startswith(b"Cache flushed.")
     r = call(baseline_sim.url, "/abort_request", {"rid": "nothing-like-this"})
