@@ -240,3 +240,15 @@ def test_health_flush_abort(baseline_sim):
     assert r.status == 200 and r.body.startswith(b"Cache flushed.")
     r = call(baseline_sim.url, "/abort_request", {"rid": "nothing-like-this"})
     assert r.status == 200 and r.body == b""
+
+
+def test_speculative_flags_override_profile():
+    from loadgen.sim.process import SimProcess
+
+    args = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]
+    with SimProcess(mode="baseline", time_scale=20, extra_args=args) as sim:  # the algorithm flag implies spec
+        info = get(sim.url, "/server_info").json()
+        assert info["speculative_num_steps"] == 3 and info["speculative_num_draft_tokens"] == 4
+        m = _gen(sim.url, False, max_new=30).json()["meta_info"]
+        assert len(m["spec_correct_drafts_histogram"]) == 4
+        assert m["spec_num_proposed_drafts"] == 3 * m["spec_verify_ct"]
