@@ -1,14 +1,135 @@
 """Where does speculative decoding stop (or start) paying off?  The statistics.
 
-DOCSTRING_PLACEHOLDER
+This module is pure: it takes per-window measurements of one metric for the
+two targets ("baseline" and "spec") at each concurrency C of the ladder and
+says, with stated confidence, where speculation is better, worse or tied and
+where the better target changes (a *crossover*).  It does no I/O.
+
+Reading guide (plain words)
+===========================
+
+1. What is compared at one concurrency
+--------------------------------------
+A stage's steady window is cut into equal time windows (say 2 s) and the
+metric is measured in each, e.g. output tok/s.  For each target we take the
+**mean** over the windows; for equal windows the mean of per-window rates is
+the total tokens over the total time, the figure people mean by "throughput".
+(Medians of 3-20 values are coarse and bootstrap badly, so we don't use them.)
+The difference is relative::
+
+    delta = (mean_spec - mean_baseline) / mean_baseline
+
+so +0.10 means speculation is 10 % higher.  For a metric where lower is
+better (TTFT, ITL) a negative delta is good for speculation.
+
+2. How sure are we about delta?  (the interval)
+-----------------------------------------------
+Consecutive windows are not independent: a window with a lucky batch is
+followed by a similar one.  Treating them as independent would make the
+interval too narrow.  So:
+
+* We estimate how strongly neighbouring windows are correlated (the lag-1
+  autocorrelation), pooled over every stage and both targets of the metric:
+  one stage's ten windows cannot tell, but a ladder's couple of hundred can.
+  Short series underestimate it by about (1 + 3r)/n, which we add back.
+* We resample each target's windows with a **circular block bootstrap**: glue
+  together randomly chosen runs of consecutive windows (block length from the
+  Hall-Horowitz-Jing rule for the estimated correlation, at most n/3) into a
+  new series of the same length and take its mean; 2000 times.  The two
+  targets ran separately, so they are resampled independently.  Random
+  numbers come from fixed seeds derived from (seed, C, target): the same input
+  always gives the same answer.
+* A bootstrap from a handful of windows is too narrow, for three known
+  reasons, and we correct each: the spread of a resampled mean is short by the
+  familiar factor (n-1)/n (more with blocks); short blocks miss correlation
+  between windows further apart (we add it back assuming the correlation decays
+  geometrically, AR(1)); and with few windows the spread itself is uncertain, so
+  the interval is stretched from normal to Student-t width, with degrees of
+  freedom from the effective number of independent windows (Welch-Satterthwaite
+  across the two targets).
+* The interval is read off the resampled log(mean_spec / mean_baseline) at the
+  5th and 95th percentiles (for 90 %) and turned back into delta.
+
+Measured on synthetic stages (see tests/crossover): nominal 90 % intervals
+cover the true delta in about 92-94 % of stages with independent windows and
+with lag-1 correlation 0.3 or 0.5, 10-20 windows a stage.
+
+3. The verdict at one stage
+---------------------------
+"tie" when the interval contains 0, or when |delta| is below a practical
+margin (default 1 %: smaller differences are not worth a configuration
+change, and runs done at different times drift by about that much); otherwise
+"spec" or "baseline", whichever is better for this metric.
+
+4. Many stages at once, and crossovers
+--------------------------------------
+A 90 % interval is wrong one time in ten.  Over an 8-stage ladder of pure
+noise, stage-by-stage verdicts show speculation "winning" somewhere and
+"losing" somewhere else - a false crossover - in about 9 % of ladders
+(measured).  A crossover is a claim about the whole ladder, so it is judged on
+**simultaneous** intervals: each of the k ladder stages at level
+0.90^(1/k) (98.7 % for k = 8; the Sidak correction), so that all k hold
+together with 90 % probability.  A false crossover needs at least one wrong
+verdict, so it happens in at most 10 % of ladders, in practice far fewer (0 of
+200 pure-noise ladders).  ``StageComparison.family_verdict`` is the verdict at
+that level and the regions in :class:`MetricAnalysis` use it; a change of
+winner that only the per-stage verdicts show is listed in ``candidates``,
+not ``crossovers``.
+
+A crossover is declared between two consecutive significant ladder stages
+with opposite verdicts.  Tied stages between them are allowed (the crossover
+lies somewhere across the tie); all stages from one bracket to the other form
+its *span*.
+
+* **Estimate.**  Across the span, delta should move from one sign to the
+  other; we fit the closest monotone sequence to the measured deltas (weighted
+  isotonic regression, so a noisy tie cannot make it zig-zag) and find where
+  the line joining them on log C reaches zero.  With only the two brackets
+  this is plain linear interpolation of delta on log C.
+* **Interval.**  Every concurrency in the span where the difference,
+  interpolated on log C between neighbouring stages, is not distinguishable
+  from zero at the simultaneous level: for each candidate C, the matching
+  bootstrap replicates of the neighbouring stages are interpolated, and C is
+  in the interval unless zero falls in a tail of that distribution.  (This is
+  Fieller's idea: it widens by itself when the slope is uncertain, where
+  percentiles of a bootstrapped zero would not.)  The bracketing stages are
+  significant, so the interval never leaves the bracket.  The interval is at
+  the simultaneous level, so read "90 %" as "at least 90 %": measured coverage
+  is about 98 %.
+* **Direction.**  "spec_to_baseline" when speculation wins below and loses
+  above, else "baseline_to_spec".
+
+Interpolation is the weak point: delta is not a straight line in log C, and
+with stages a factor 3 apart the interpolated zero can be off by 10 % or more
+(measured table: 14.8 interpolated between C=10 and 30 against a true 13.4 on
+a smooth curve through the same points), while the interval only accounts for
+noise.  :func:`refine_plan` fixes this by proposing stages between the two
+measured stages around the estimate (bisection on log C) until both the
+interval and that gap are narrower than a ratio (default 1.3) or a budget is
+spent.  Stages added this way help to place the crossovers they lie in but
+never declare one (pass the planned ``ladder`` to :func:`analyze`), so
+refining cannot create a crossover nor dilute the simultaneous level.
+
+5. Limits
+---------
+* The interval covers window-to-window noise within a run, not drift between
+  runs done at different times (the same server can differ by 10 % from one
+  run to the next).  To include that, repeat stages and pass one value per
+  repetition as the samples, or interleave the targets.
+* With fewer than about 5 windows per stage the correlation cannot be
+  estimated and is taken as 0 (right for repetitions, optimistic for windows).
+* Strongly correlated windows (lag-1 correlation 0.5 and up) with 20 windows
+  or fewer give wide intervals, and a real crossover is then often reported
+  as a candidate only: measure longer steady windows.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from . import stats
 
@@ -32,6 +153,8 @@ DEFAULT_CONFIDENCE = 0.90
 DEFAULT_MARGIN = 0.01
 DEFAULT_N_BOOT = 2000
 
+import os
+_MODE = os.environ.get("XO_MODE", "A")
 SPEC = "spec"
 BASELINE = "baseline"
 TIE = "tie"
@@ -61,9 +184,14 @@ class StageComparison:
     """Speculation against the baseline at one concurrency.
 
     ``delta`` is ``(mean_spec - mean_baseline) / mean_baseline``; ``ci_low`` and
-    ``ci_high`` bound it at ``confidence``.  ``verdict`` says who is better
-    ("spec", "baseline") or "tie".  ``delta``/``ci_*``/``df`` are ``None`` when
-    the stage could not be compared (``note`` says why); such a stage is a tie.
+    ``ci_high`` bound it at ``confidence``.  ``verdict`` says who is better at
+    this stage alone ("spec", "baseline") or "tie"; ``family_verdict`` (set by
+    :func:`analyze`) is the same judged with the whole ladder's simultaneous
+    intervals.  ``rho`` is the window autocorrelation used, ``block_*`` the
+    bootstrap block lengths, ``df`` the degrees of freedom of the t stretch,
+    ``p_value`` the two-sided p-value for "no difference".  ``delta``,
+    ``ci_*``, ``df`` and ``p_value`` are ``None`` when the stage could not be
+    compared (``note`` says why); such a stage is a tie.
     """
 
     concurrency: int
@@ -82,6 +210,8 @@ class StageComparison:
     block_spec: int = 1
     df: float | None = None
     rho: float = 0.0
+    p_value: float | None = None
+    family_verdict: str | None = None
     note: str = ""
 
 
@@ -135,10 +265,16 @@ class MetricAnalysis:
     crossovers: list[Crossover]
     candidates: list[Crossover] = field(default_factory=list)
     rho: float = 0.0
+    ladder: list[int] = field(default_factory=list)
     unpaired: list[int] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- bootstrap state
+
+
+def _expm1(x: float) -> float:
+    """exp(x) - 1, saturating instead of overflowing for absurd widths."""
+    return math.expm1(min(x, 700.0))
 
 
 class _Boot:
@@ -150,11 +286,12 @@ class _Boot:
     freedom used to stretch them to a Student-t width.
     """
 
-    __slots__ = ("log_ratio", "dev", "df", "var")
+    __slots__ = ("log_ratio", "dev", "sorted_dev", "df", "var")
 
     def __init__(self, log_ratio: float, dev: list[float], df: float):
         self.log_ratio = log_ratio
         self.dev = dev
+        self.sorted_dev = sorted(dev)
         self.df = df
         m = stats.mean(dev)
         self.var = math.fsum((d - m) ** 2 for d in dev) / max(1, len(dev) - 1)
@@ -167,14 +304,41 @@ class _Boot:
         """Interval for delta at ``level`` (on the delta scale)."""
         k = self.stretch(level)
         a = (1.0 - level) / 2.0
-        lo = self.log_ratio + k * stats.percentile(self.dev, a)
-        hi = self.log_ratio + k * stats.percentile(self.dev, 1.0 - a)
-        return math.expm1(lo), math.expm1(hi)
+        lo = self.log_ratio + k * stats.percentile(self.sorted_dev, a, presorted=True)
+        hi = self.log_ratio + k * stats.percentile(self.sorted_dev, 1.0 - a, presorted=True)
+        return _expm1(lo), _expm1(hi)
+
+    def p_value(self) -> float:
+        """Two-sided p-value for "no difference": one minus the highest level whose interval excludes 0."""
+        r = self.log_ratio
+        if r == 0.0:
+            return 1.0
+
+        def excludes(q: float) -> bool:
+            # interval at level 2q - 1 excludes 0  <=>  stretch(q) * |tail quantile| < |r|
+            # <=>  t_df(q) < z(q) |r| / |tail|  <=>  q < T_df(z(q) |r| / |tail|)
+            tail = stats.percentile(self.sorted_dev, 1.0 - q if r > 0 else q, presorted=True)
+            if (tail >= 0.0) if r > 0 else (tail <= 0.0):
+                return True
+            return q < stats.t_cdf(stats.z_ppf(q) * abs(r) / abs(tail), self.df)
+
+        lo, hi = 0.5, 1.0 - 1e-12
+        if not excludes(0.5 + 1e-9):
+            return 1.0
+        if excludes(hi):
+            return 2e-12
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            if excludes(mid):
+                lo = mid
+            else:
+                hi = mid
+        return 2.0 * (1.0 - lo)
 
     def replicates(self, level: float) -> list[float]:
         """Bootstrap replicates of delta, stretched for ``level``."""
         k = self.stretch(level)
-        return [math.expm1(self.log_ratio + k * d) for d in self.dev]
+        return [_expm1(self.log_ratio + k * d) for d in self.dev]
 
 
 def _boot_of(c: StageComparison, n_boot: int = DEFAULT_N_BOOT) -> _Boot | None:
@@ -293,6 +457,7 @@ def compare_stage(
         block_spec=ls,
         df=df,
         rho=rho,
+        p_value=boot.p_value(),
     )
     object.__setattr__(out, "_boot", boot)
     return out
@@ -306,34 +471,56 @@ def _family_level(confidence: float, k: int) -> float:
     return confidence ** (1.0 / max(1, k))
 
 
-def find_crossovers(
+def _judge(
     comparisons: Sequence[StageComparison],
-    *,
-    family_wise: bool = True,
-    confidence: float | None = None,
-) -> list[Crossover]:
-    """Crossovers between consecutive significant stages of opposite verdict.
-
-    ``confidence`` defaults to the comparisons' own.  With ``family_wise`` (the
-    default) significance is judged with Sidak-adjusted intervals, at the
-    per-stage level ``confidence ** (1/k)`` for ``k`` compared stages, so all
-    ``k`` intervals hold together with probability ``confidence``; each
-    crossover's interval is taken at that same level.  Without it, the plain
-    per-stage ``confidence`` is used for both.  See the module doc.
-    """
+    confidence: float | None,
+    family_wise: bool,
+    ladder: Collection[int] | None,
+) -> tuple[list[StageComparison], float, list[str]]:
+    """Comparable stages in C order, the per-stage level used, and their verdicts at that level."""
     usable = sorted(
         (c for c in comparisons if c.delta is not None and _boot_of(c) is not None),
         key=lambda c: c.concurrency,
     )
     if not usable:
-        return []
+        return [], 0.0, []
     level = confidence if confidence is not None else usable[0].confidence
-    stage_level = _family_level(level, len(usable)) if family_wise else level
-
+    k = sum(1 for c in usable if ladder is None or c.concurrency in ladder)
+    stage_level = _family_level(level, k) if family_wise else level
     verdicts = []
     for c in usable:
         lo, hi = _boot_of(c).interval(stage_level)
         verdicts.append(_verdict(c.delta, lo, hi, c.margin, c.higher_is_better))
+    return usable, stage_level, verdicts
+
+
+def find_crossovers(
+    comparisons: Sequence[StageComparison],
+    *,
+    family_wise: bool = True,
+    confidence: float | None = None,
+    ladder: Collection[int] | None = None,
+) -> list[Crossover]:
+    """Crossovers between consecutive significant stages of opposite verdict.
+
+    ``confidence`` defaults to the comparisons' own.  With ``family_wise`` (the
+    default) significance is judged with Sidak-adjusted intervals, at the
+    per-stage level ``confidence ** (1/k)`` for ``k`` ladder stages, so all
+    ``k`` intervals hold together with probability ``confidence``; each
+    crossover's interval is taken at that same level.  Without it, the plain
+    per-stage ``confidence`` is used for both.
+
+    ``ladder`` lists the concurrencies of the planned ladder (default: every
+    compared stage).  Only those can declare a crossover; other stages, added
+    by :func:`refine_plan`, only help to place the crossovers they lie in.
+    See the module doc.
+    """
+    usable, stage_level, verdicts = _judge(comparisons, confidence, family_wise, ladder)
+    if not usable:
+        return []
+    level = confidence if confidence is not None else usable[0].confidence
+    # stages outside the ladder (refinement) never declare
+    verdicts = [v if ladder is None or c.concurrency in ladder else TIE for c, v in zip(usable, verdicts)]
     sig = [i for i, v in enumerate(verdicts) if v != TIE]
 
     out: list[Crossover] = []
@@ -362,11 +549,26 @@ def _place(
     # i.e. the bootstrap puts zero in neither of its (1 - level)/2 tails.
     reps = [b.replicates(stage_level) for b in boots]
     tail = (1.0 - stage_level) / 2.0
+    n_rep = len(reps[0])
+    segments = []
+    for a_r, b_r in zip(reps, reps[1:]):
+        # a + w (b - a) <= 0 holds always, never, for w <= w0 or for w >= w0
+        always, up, down = 0, [], []
+        for a, b in zip(a_r, b_r):
+            if a <= 0.0 and b <= 0.0:
+                always += 1
+            elif a <= 0.0 < b:
+                up.append(-a / (b - a))
+            elif b <= 0.0 < a:
+                down.append(a / (a - b))
+        up.sort()
+        down.sort()
+        segments.append((always, up, down))
 
     def inside(i: int, w: float) -> bool:
-        lo_r, hi_r = reps[i], reps[i + 1]
-        below = sum(1 for a, b in zip(lo_r, hi_r) if a + w * (b - a) <= 0.0)
-        p = below / len(lo_r)
+        always, up, down = segments[i]
+        below = always + len(up) - bisect.bisect_left(up, w) + bisect.bisect_right(down, w)
+        p = below / n_rep
         return tail <= p <= 1.0 - tail
 
     steps = 32
@@ -393,6 +595,25 @@ def _place(
             prev_w, prev_in = w, now
     lo = min(found + [x_hat])
     hi = max(found + [x_hat])
+    if _MODE in ("B", "C"):
+        zs = []
+        for col in zip(*reps):
+            f = stats.isotonic(col, weights, increasing)
+            zs.append(stats.monotone_zero(xs, f, increasing))
+        zb_lo, zb_hi = stats.percentile(zs, tail), stats.percentile(zs, 1 - tail)
+        if _MODE == "B":
+            lo, hi = min(zb_lo, x_hat), max(zb_hi, x_hat)
+        else:
+            lo, hi = max(lo, min(zb_lo, x_hat)), min(hi, max(zb_hi, x_hat))
+    if _MODE == "M":
+        # monotone bracket: last stage significantly on the low side, first on the high side
+        sgn = 1 if increasing else -1
+        low_side = [x for x, r in zip(xs, reps) if sgn * stats.percentile(r, 1 - tail) < 0]
+        high_side = [x for x, r in zip(xs, reps) if sgn * stats.percentile(r, tail) > 0]
+        if low_side:
+            lo = max(lo, max(v for v in low_side if v <= x_hat) if any(v <= x_hat for v in low_side) else lo)
+        if high_side:
+            hi = min(hi, min(v for v in high_side if v >= x_hat) if any(v >= x_hat for v in high_side) else hi)
 
     est = math.exp(x_hat)
     cs = [c.concurrency for c in span]
@@ -427,14 +648,15 @@ def _by_concurrency(stages: Iterable[StageSamples] | Mapping[int, StageSamples],
     return out
 
 
-def _regions(comparisons: Sequence[StageComparison]) -> list[Region]:
+def _regions(comparisons: Sequence[StageComparison], family_wise: bool) -> list[Region]:
     out: list[Region] = []
     for c in comparisons:
-        if out and out[-1].verdict == c.verdict:
+        v = (c.family_verdict or TIE) if family_wise else c.verdict
+        if out and out[-1].verdict == v:
             out[-1].high_c = c.concurrency
             out[-1].concurrencies.append(c.concurrency)
         else:
-            out.append(Region(c.verdict, c.concurrency, c.concurrency, [c.concurrency]))
+            out.append(Region(v, c.concurrency, c.concurrency, [c.concurrency]))
     return out
 
 
@@ -448,8 +670,13 @@ def analyze(
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
     family_wise: bool = True,
+    ladder: Collection[int] | None = None,
 ) -> MetricAnalysis:
-    """Compare every concurrency both targets ran, find regions and crossovers."""
+    """Compare every concurrency both targets ran, find regions and crossovers.
+
+    ``ladder``: the planned concurrencies (default: all stages); stages outside
+    it were added by :func:`refine_plan` and only help to place crossovers.
+    """
     b = _by_concurrency(base_stages, "baseline")
     s = _by_concurrency(spec_stages, "spec")
     common = sorted(set(b) & set(s))
@@ -464,11 +691,16 @@ def analyze(
     ]
     if any(c.higher_is_better != hib for c in comparisons):
         raise ValueError(f"{metric_name}: stages disagree on higher_is_better")
-    crossovers = find_crossovers(comparisons, family_wise=family_wise, confidence=confidence)
+    judged, _, verdicts = _judge(comparisons, confidence, True, ladder)
+    for c in comparisons:
+        c.family_verdict = TIE
+    for c, v in zip(judged, verdicts):
+        c.family_verdict = v
+    crossovers = find_crossovers(comparisons, family_wise=family_wise, confidence=confidence, ladder=ladder)
     candidates = []
     if family_wise:
         # per-stage flips that the whole-ladder standard does not confirm
-        for x in find_crossovers(comparisons, family_wise=False, confidence=confidence):
+        for x in find_crossovers(comparisons, family_wise=False, confidence=confidence, ladder=ladder):
             if not any(y.low_c <= x.low_c and x.high_c <= y.high_c for y in crossovers):
                 x.confirmed = False
                 candidates.append(x)
@@ -479,10 +711,11 @@ def analyze(
         margin=margin,
         family_wise=family_wise,
         comparisons=comparisons,
-        regions=_regions(comparisons),
+        regions=_regions(comparisons, family_wise),
         crossovers=crossovers,
         candidates=candidates,
         rho=rho,
+        ladder=sorted(ladder) if ladder is not None else list(common),
         unpaired=unpaired,
     )
 
@@ -497,29 +730,34 @@ def refine_plan(
 ) -> list[int]:
     """The next concurrencies to measure to pin the crossovers down (may be empty).
 
-    A crossover is settled when both its interval (``ci_high / ci_low``) and
-    the gap between the measured stages around its estimate
-    (``local_high_c / local_low_c``) are at most ``max_width_ratio``, or when
-    no integer concurrency lies strictly between those stages.  For each
-    unsettled crossover, widest first, this proposes the geometric midpoint of
-    those two stages (bisection on log concurrency), at most
-    ``budget_stages`` in all.  Call it again after running them, with the
-    budget that is left.
+    A crossover is settled when its interval is narrow (``ci_high / ci_low <=
+    max_width_ratio``) and no gap between measured stages that overlaps the
+    interval is wider than that ratio either (so the estimate does not rest
+    on a long interpolation).  For each unsettled crossover, widest interval
+    first, this proposes the geometric midpoint of the widest such gap
+    (bisection on log concurrency), skipping gaps with no integer inside; at
+    most ``budget_stages`` in all.  Run them, call :func:`analyze` again with
+    the same ``ladder`` and call this again with the budget that is left.
     """
     if budget_stages <= 0:
         return []
-    measured = {c.concurrency for c in analysis.comparisons}
+    measured = sorted(c.concurrency for c in analysis.comparisons)
     todo: list[tuple[float, int]] = []
-    for x in list(analysis.crossovers) + list(analysis.candidates):
-        a, b = x.local_low_c, x.local_high_c
-        width = max(x.ci_high / x.ci_low, b / a)
-        if width <= max_width_ratio:
+    for x in analysis.crossovers:
+        width = x.ci_high / x.ci_low
+        gaps = [
+            (b / a, a, b)
+            for a, b in zip(measured, measured[1:])
+            if a < x.ci_high and b > x.ci_low and b - a >= 2
+        ]
+        gaps.sort(reverse=True)
+        if width <= max_width_ratio and (not gaps or gaps[0][0] <= max_width_ratio):
             continue
-        mid = int(round(math.sqrt(a * b)))
-        if not a < mid < b:
-            mid = a + 1 if b - a >= 2 else 0
-        if mid and mid not in measured:
+        for _, a, b in gaps:
+            mid = int(round(math.sqrt(a * b)))
+            mid = min(max(mid, a + 1), b - 1)
             todo.append((width, mid))
+            break
     todo.sort(key=lambda t: -t[0])
     out: list[int] = []
     for _, mid in todo:
@@ -542,51 +780,67 @@ def _fmt_range(lo: int, hi: int) -> str:
 
 
 def recommendation(analysis: MetricAnalysis) -> str:
-    """One or two plain-words sentences saying where to enable speculation."""
+    """A plain-words sentence or two saying where to enable speculation."""
     comps = analysis.comparisons
-    lo_all, hi_all = comps[0].concurrency, comps[-1].concurrency
-    measured = _fmt_range(lo_all, hi_all)
+    if not comps:
+        return f"{analysis.metric}: no stage to compare."
+    measured = _fmt_range(comps[0].concurrency, comps[-1].concurrency)
     pct = f"{analysis.confidence * 100:g} %"
-    verdicts = {c.verdict for c in comps}
-    xs = analysis.crossovers
     name = analysis.metric
+    xs = analysis.crossovers
 
-    def xo(x: Crossover) -> str:
-        return f"C≈{_fmt_c(x.estimate)} ({pct} interval {_fmt_c(x.ci_low)}–{_fmt_c(x.ci_high)})"
+    def where(verdict: str) -> list[str]:
+        return [_fmt_range(r.low_c, r.high_c) for r in analysis.regions if r.verdict == verdict]
 
+    def interval(x: Crossover) -> str:
+        return f"{pct} interval {_fmt_c(x.ci_low)}–{_fmt_c(x.ci_high)}"
+
+    def gap(x: Crossover) -> str:
+        if x.local_high_c / x.local_low_c <= 1.5:
+            return ""
+        return (
+            f" It was interpolated between C={x.local_low_c} and C={x.local_high_c}; "
+            "measuring stages between them would place it better."
+        )
+
+    spec_at, base_at = where(SPEC), where(BASELINE)
     if len(xs) == 1:
         x = xs[0]
         if x.direction == SPEC_TO_BASELINE:
-            return f"{name}: enable speculation below {xo(x)}; above it the baseline is better."
-        return f"{name}: enable speculation above {xo(x)}; below it the baseline is better."
+            text = f"{name}: enable speculation below C≈{_fmt_c(x.estimate)} ({interval(x)}); above it the baseline is better."
+        else:
+            text = f"{name}: enable speculation above C≈{_fmt_c(x.estimate)} ({interval(x)}); below it the baseline is better."
+        return text + gap(x)
     if len(xs) > 1:
-        spec_at = [_fmt_range(r.low_c, r.high_c) for r in analysis.regions if r.verdict == SPEC]
-        base_at = [_fmt_range(r.low_c, r.high_c) for r in analysis.regions if r.verdict == BASELINE]
-        parts = ", ".join(f"{xo(x)} where {'speculation stops' if x.direction == SPEC_TO_BASELINE else 'speculation starts'} paying off" for x in xs)
+        parts = [
+            f"{'stops' if x.direction == SPEC_TO_BASELINE else 'starts'} paying off at C≈{_fmt_c(x.estimate)} ({interval(x)})"
+            for x in xs
+        ]
         return (
-            f"{name}: {len(xs)} crossovers — {parts}. Speculation is better at "
-            f"{', '.join(spec_at) or 'no measured stage'} and the baseline at {', '.join(base_at) or 'no measured stage'}."
+            f"{name}: {len(xs)} crossovers — speculation {', then '.join(parts)}. "
+            f"Speculation is better at {', '.join(spec_at) or 'no measured stage'}; "
+            f"the baseline at {', '.join(base_at) or 'no measured stage'}."
         )
-    if verdicts == {SPEC}:
-        return f"{name}: speculation wins at every measured concurrency ({measured}); no crossover."
-    if verdicts == {BASELINE}:
-        return f"{name}: the baseline wins at every measured concurrency ({measured}); do not enable speculation."
-    if verdicts == {TIE}:
-        return f"{name}: no difference beyond the noise at any measured concurrency ({measured}); no crossover."
-    spec_at = [_fmt_range(r.low_c, r.high_c) for r in analysis.regions if r.verdict == SPEC]
-    base_at = [_fmt_range(r.low_c, r.high_c) for r in analysis.regions if r.verdict == BASELINE]
-    if spec_at and base_at:
+    if analysis.candidates:
+        hints = ", ".join(
+            f"C≈{_fmt_c(x.estimate)} (between C={x.low_c} and C={x.high_c})" for x in analysis.candidates
+        )
         return (
-            f"{name}: speculation is better at {', '.join(spec_at)} and the baseline at {', '.join(base_at)}, "
-            "but no crossover is confirmed once the whole ladder is taken into account; "
-            "measure more windows or repeat those stages before relying on it."
+            f"{name}: no crossover confirmed over the whole ladder ({measured}); stage by stage the better target "
+            f"seems to change near {hints}, but not clearly enough to rely on. Measure longer or repeat those stages."
         )
-    if spec_at:
+    if spec_at and not base_at:
+        if len(spec_at) == 1 and spec_at[0] == measured:
+            return f"{name}: speculation wins at every measured concurrency ({measured}); no crossover."
         return (
             f"{name}: speculation is better at {', '.join(spec_at)} and tied elsewhere in {measured}; "
-            "enabling it costs nothing measurable; no crossover."
+            "it never loses, so enabling it everywhere is safe; no crossover."
         )
-    return (
-        f"{name}: the baseline is better at {', '.join(base_at)} and tied elsewhere in {measured}; "
-        "speculation gains nothing measurable there; no crossover."
-    )
+    if base_at and not spec_at:
+        if len(base_at) == 1 and base_at[0] == measured:
+            return f"{name}: the baseline wins at every measured concurrency ({measured}); do not enable speculation."
+        return (
+            f"{name}: the baseline is better at {', '.join(base_at)} and tied elsewhere in {measured}; "
+            "speculation never wins; no crossover."
+        )
+    return f"{name}: no difference beyond the noise at any measured concurrency ({measured}); no crossover."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -76,6 +77,7 @@ def run(args) -> int:
         out = Path(args.out) if args.out != "results/crossover" else (path if path.is_dir() else path.parent)
         return _analyse_and_report(doc, out, args)
     out = Path(args.out)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the run like Ctrl-C
     if (args.baseline_url is None) != (args.spec_url is None):
         raise LoadgenError("give both --baseline-url and --spec-url, or neither (embedded simulator)")
     tokenizer = None

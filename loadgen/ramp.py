@@ -56,6 +56,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     servers = writer.run.setdefault("servers", {})
     sources = {w: plan.make_source(w) for w in plan.workloads}
     stages = plan.stages() + [(w, c, t) for w, c in extra_stages for t in plan.targets]
+    last_e2e: dict[tuple[str, str], float] = {}
     index0 = len(writer.stages)
     t_start = time.monotonic()
     try:
@@ -63,7 +64,8 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             _ensure_up(plan, target, running, servers)
             if wl not in sources:
                 sources[wl] = plan.make_source(wl)
-            spec = StageSpec(c, duration_s=plan.duration_s, requests=plan.requests, warmup_s=plan.warmup_s)
+            spec = warmed_spec(c, plan.warmup_s, last_e2e.get((target.label, wl)),
+                               duration_s=plan.duration_s, requests=plan.requests)
             log(f"[{i + 1}/{len(stages)}] {target.label} C={c} workload={wl} "
                 f"(elapsed {time.monotonic() - t_start:.0f} s)")
             res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
@@ -74,10 +76,23 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
                 + (" [client-bound]" if d["client"]["client_bound"] else ""))
             done.append(d)
+            if d["e2e"].get("p50"):
+                last_e2e[(target.label, wl)] = d["e2e"]["p50"] / 1000
     finally:
         for srv in running.values():
             srv.stop()
     return done
+
+
+def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, **kw) -> StageSpec:
+    """A stage whose users start spread over one request's duration, and a warm-up that covers it.
+
+    The duration is the previous stage's E2E p50 for this target (requests only
+    get longer as concurrency grows, so this errs short; the stage notes say
+    when the window opened before every user had finished a first request).
+    """
+    d = last_e2e_s or 0.0
+    return StageSpec(concurrency, warmup_s=max(warmup_s, 2 * d), ramp_s=d if concurrency > 1 else 0.0, **kw)
 
 
 def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict) -> None:

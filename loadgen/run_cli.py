@@ -14,7 +14,8 @@ from loadgen.options import duration, headers, ladder, slo
 from loadgen.probe import probe_sync
 from loadgen.protocols import PROTOCOLS
 from loadgen.results import ResultsWriter
-from loadgen.runner import RunOptions, StageSpec, run_stage_processes
+from loadgen.ramp import warmed_spec
+from loadgen.runner import RunOptions, run_stage_processes
 from loadgen.table import stage_table
 from loadgen.target import Target
 
@@ -56,11 +57,9 @@ def make_source(args):
 
 
 def run(args) -> int:
-    stages = [
-        StageSpec(c, duration_s=None if args.requests else duration(args.duration), requests=args.requests,
-                  warmup_s=duration(args.warmup, "--warmup"))
-        for c in ladder(args.concurrency)
-    ]
+    concurrencies = ladder(args.concurrency)
+    warmup_s = duration(args.warmup, "--warmup")
+    stage_kw = {"duration_s": None if args.requests else duration(args.duration), "requests": args.requests}
     if args.processes < 1:
         raise LoadgenError(f"--processes must be >= 1, got {args.processes}")
     source = make_source(args)
@@ -71,8 +70,8 @@ def run(args) -> int:
         tokenizer = load_tokenizer(args.tokenizer)
     opts = RunOptions(slo=slo(args.slo), timeouts=Timeouts(read_s=duration(args.read_timeout, "--read-timeout")),
                       tokenizer=tokenizer, seed=args.seed)
-    # Ctrl-C: finish cleanly with what has been written; SIGTERM behaves the same.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM between stages behaves like Ctrl-C (during a stage the event loop takes both).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with ExitStack() as stack:
         url = args.url
         meta = {"command": "run", "argv": sys.argv[1:], "workload": args.workload, "seed": args.seed}
@@ -103,12 +102,15 @@ def run(args) -> int:
         writer = ResultsWriter(args.out, meta)
         done = []
         try:
-            for i, spec in enumerate(stages):
-                print(f"loadgen: stage {i + 1}/{len(stages)}: {target.label} C={spec.concurrency} ...",
+            last_e2e = None
+            for i, c in enumerate(concurrencies):
+                spec = warmed_spec(c, warmup_s, last_e2e, **stage_kw)
+                print(f"loadgen: stage {i + 1}/{len(concurrencies)}: {target.label} C={c} ...",
                       file=sys.stderr, flush=True)
                 res = run_stage_processes(target, spec, source, opts, processes=args.processes, stage_index=i,
                                           loop_kind=args.loop)
                 done.append(writer.add_stage(res))
+                last_e2e = (done[-1]["e2e"].get("p50") or 0) / 1000 or last_e2e
         except KeyboardInterrupt:
             print("loadgen: interrupted; results so far are saved", file=sys.stderr)
             writer.finish(interrupted=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
+import signal
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -45,6 +46,14 @@ class StageSpec:
     requests: int | None = None
     """Close the steady window once this many requests have started inside it."""
     warmup_s: float = 5.0
+    ramp_s: float = 0.0
+    """Spread the users' first requests evenly over this many seconds.
+
+    Users that all start at once stay in lock-step when their requests take
+    equally long: every prefill lands in one step and the throughput comes in
+    waves. Spread over about one request's duration, arrivals interleave as in
+    real traffic. Keep ``warmup_s`` ≥ ``ramp_s`` + one request duration.
+    """
     bin_s: float | None = None
     """Timeline bin width; default: a twentieth of the window (1 s in request-count mode)."""
     max_cooldown_s: float = 600.0
@@ -107,7 +116,10 @@ async def run_stage(
         lag.start(ws, we)
         state = _StageState(ws, we, spec.requests)
 
-        async def user() -> None:
+        async def user(delay_s: float) -> None:
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            first = True
             while not state.stop_new:
                 req = next(requests)
                 t = _now()
@@ -118,6 +130,10 @@ async def run_stage(
                 if state.stop_new and not inside:
                     return
                 rec = await client.stream(req, f"{tag}-{next(seq)}", start_ns=t)
+                if first:
+                    first = False
+                    if rec.end_ns < ws:
+                        state.warm_users += 1
                 acc.add(rec)
                 if inside:
                     state.finished_inside()
@@ -126,7 +142,8 @@ async def run_stage(
                     await asyncio.sleep(CONNECT_BACKOFF_S)
 
         cpu_started = [False]
-        tasks = [asyncio.create_task(user()) for _ in users]
+        step = spec.ramp_s / spec.concurrency
+        tasks = [asyncio.create_task(user(u * step)) for u in users]
         try:
             await state.wait_window_closed()
             acc.close(state.we)
@@ -154,6 +171,9 @@ async def run_stage(
         res.notes.append(f"cool-down exceeded {spec.max_cooldown_s:g} s; unfinished window requests counted as cancelled")
     if res.total.started == 0:
         res.notes.append("no request started inside the steady window")
+    if state.warm_users < n_users:
+        res.notes.append(f"{n_users - state.warm_users} of {n_users} users had not finished a first request when "
+                         "the window opened: the load may not have been steady yet (longer --warmup)")
     return res
 
 
@@ -164,6 +184,7 @@ class _StageState:
         self.ws, self.we = ws, we
         self.max_requests = max_requests
         self.admitted = 0
+        self.warm_users = 0
         self.inside_running = 0
         self.stop_new = False
         self._closed = asyncio.Event()
@@ -221,10 +242,36 @@ def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
 
 
 def run_stage_sync(target, spec, source, opts, *, stage_index=0, loop_kind="auto", **kw) -> StageResult:
+    """Run one stage on a fresh event loop; Ctrl-C (or SIGTERM) ends it as KeyboardInterrupt.
+
+    The signals are taken by the loop itself: a KeyboardInterrupt raised inside
+    a transport callback would be logged and swallowed by uvloop, and the run
+    would go on as if nothing had been pressed.
+    """
     loop = new_event_loop(loop_kind)
+    main = loop.create_task(run_stage(target, spec, source, opts, stage_index=stage_index, **kw))
+    interrupted = []
+    installed = []
+
+    def on_signal() -> None:
+        interrupted.append(True)
+        main.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread (e.g. Locust's loop thread): the caller handles signals
     try:
-        return loop.run_until_complete(run_stage(target, spec, source, opts, stage_index=stage_index, **kw))
+        return loop.run_until_complete(main)
+    except asyncio.CancelledError:
+        if interrupted:
+            raise KeyboardInterrupt from None
+        raise
     finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
         loop.close()
 
 

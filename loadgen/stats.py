@@ -19,6 +19,7 @@ Contents
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from statistics import NormalDist
@@ -33,6 +34,7 @@ __all__ = [
     "variance_correction",
     "circular_block_bootstrap_means",
     "t_ppf",
+    "t_cdf",
     "z_ppf",
     "percentile",
     "isotonic",
@@ -221,12 +223,21 @@ def _betainc(a: float, b: float, x: float) -> float:
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
-def _t_cdf(t: float, df: float) -> float:
+def t_cdf(t: float, df: float) -> float:
+    """Student-t distribution function."""
+    if df > 1e6:
+        return _NORMAL.cdf(t)
     x = df / (df + t * t)
     tail = 0.5 * _betainc(df / 2.0, 0.5, x)
     return 1.0 - tail if t > 0 else tail
 
 
+def _t_pdf(t: float, df: float) -> float:
+    log_c = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_c - (df + 1.0) / 2.0 * math.log1p(t * t / df))
+
+
+@functools.lru_cache(maxsize=4096)
 def t_ppf(p: float, df: float) -> float:
     """Student-t quantile for any real ``df > 0`` (normal quantile when df is huge)."""
     if not 0.0 < p < 1.0:
@@ -239,23 +250,30 @@ def t_ppf(p: float, df: float) -> float:
         return 0.0
     if p < 0.5:
         return -t_ppf(1.0 - p, df)
+    # bracket [lo, hi], then safeguarded Newton from the normal quantile
     lo, hi = 0.0, max(2.0 * z_ppf(p), 1.0)
-    while _t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if _t_cdf(mid, df) < p:
-            lo = mid
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    x = min(max(z_ppf(p), lo), hi)
+    for _ in range(100):
+        f = t_cdf(x, df) - p
+        if f < 0.0:
+            lo = x
         else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+            hi = x
+        step = f / max(_t_pdf(x, df), 1e-300)
+        nx = x - step
+        if not lo < nx < hi:
+            nx = 0.5 * (lo + hi)
+        if abs(nx - x) <= 1e-12 * max(1.0, abs(x)):
+            return nx
+        x = nx
+    return x
 
 
-def percentile(xs: Sequence[float], q: float) -> float:
+def percentile(xs: Sequence[float], q: float, presorted: bool = False) -> float:
     """The ``q`` quantile (0..1) of ``xs`` by linear interpolation between order statistics."""
-    s = sorted(xs)
+    s = xs if presorted else sorted(xs)
     if not s:
         raise ValueError("percentile of an empty list")
     pos = q * (len(s) - 1)
