@@ -252,10 +252,13 @@ def _c(x: float) -> str:
 
 
 def _strip(text: str) -> str:
-    """A recommendation without its "metric:" prefix, capitalised."""
+    """A recommendation without its "metric:" prefix."""
     _, sep, rest = text.partition(": ")
-    rest = rest if sep else text
-    return rest[:1].upper() + rest[1:]
+    return rest if sep else text
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def first_sentence(text: str) -> str:
@@ -658,8 +661,9 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         # HDR percentile curves: one pair per concurrency, the one nearest the crossover shown first
         cs = sorted(set(per_target.get(base, {})) & set(per_target.get(spec, {}))) or _xs(per_target)
         default = cs[-1] if cs else None
-        if a and a["crossovers"] and cs:
-            est = a["crossovers"][0]["estimate"]
+        marks = (a["crossovers"] or a.get("candidates") or []) if a else []
+        if marks and cs:
+            est = marks[0]["estimate"]
             default = min(cs, key=lambda c: abs(math.log(c) - math.log(est)))
         tabs, panels = [], []
         for c in cs:
@@ -683,7 +687,7 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         recs = "".join(
             f'<li>{_chip(verdict_kind(m["analysis"]))} <b>{escape(m["label"])}</b>: {escape(_strip(m["recommendation"]))}</li>'
             for m in per_metric.values())
-        lead = escape(_strip(per_metric[PRIMARY]["recommendation"])) if PRIMARY in per_metric else ""
+        lead = escape(_cap(_strip(per_metric[PRIMARY]["recommendation"]))) if PRIMARY in per_metric else ""
         title_wl = "all workloads together" if wl == "all" else wl
         sections.append(f"""
 <section class="card workload" id="{anchor}">
@@ -704,11 +708,14 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
 </section>""")
 
     # summary
-    lines = "".join(f'<li>{_chip(kind)} <b>{escape(wl)}</b>: {escape(first_sentence(text))}</li>'
-                    for wl, text, kind in headline(res))
+    items = headline(res)
+    lines = "<ul>" + "".join(f'<li>{_chip(kind)} <b>{escape(wl)}</b>: {escape(first_sentence(text))}</li>'
+                             for wl, text, kind in items) + "</ul>" if len(items) > 1 else ""
     hint = sglang_hint(doc, res)
     hint_html = f'<p class="hint">{escape(hint)}</p>' if hint else ""
-    top = _top_sentence(res)
+    top = escape(_top_sentence(res))
+    if len(items) == 1:
+        top = f"{_chip(items[0][2])} " + top
     flags_html = _flags_card(sl, res, dropped or [], run)
     meta_html = _meta_card(doc, res)
     started = run.get("started_unix")
@@ -717,13 +724,21 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         title=escape(title or "loadgen report"),
         css=CSS, js=JS,
         heading=escape(title or "loadgen report"),
-        sub=escape(" · ".join(x for x in (f"{base} vs {spec}", when, f"loadgen {run.get('loadgen_version', __version__)}") if x)),
-        top=escape(top),
+        sub=escape(" · ".join(x for x in (when, _wall(run), f"{len(doc['stages'])} stages",
+                                           f"loadgen {run.get('loadgen_version', __version__)}") if x)),
+        top=top,
         lines=lines, hint=hint_html, conf=f"{conf * 100:g}",
         nav="".join(nav), flags=flags_html, facts=escape(_facts_line(doc, res)), meta=meta_html, sections="".join(sections),
         generated=escape(f"report by loadgen {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"),
     )
     return Page(html, pngs)
+
+
+def _wall(run: dict) -> str:
+    a, b = run.get("started_unix"), run.get("finished_unix")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a:
+        return f"{(b - a) / 60:.1f} min" if b - a >= 60 else f"{b - a:.0f} s"
+    return ""
 
 
 def _target_word(label: str, server: dict | None) -> str:
@@ -754,12 +769,12 @@ def _top_sentence(res: dict) -> str:
         return "No concurrency was measured by both targets, so nothing can be compared."
     crossing = [(wl, t) for wl, t, k in items if k == "cross"]
     if len(items) == 1:
-        return first_sentence(items[0][1])
+        return _cap(first_sentence(items[0][1]))
     if crossing:
         wl, t = crossing[0]
         t = first_sentence(t).rstrip(".")
         more = len(crossing) - 1
-        return f"{wl}: {t[:1].lower() + t[1:]}" + (f" — and {more} more workload{'s' if more > 1 else ''} cross over, "
+        return f"{wl}: {t}" + (f" — and {more} more workload{'s' if more > 1 else ''} cross over, "
                                                    "see below." if more else ".")
     kinds = {k for _, _, k in items}
     if kinds == {"spec"}:
@@ -986,7 +1001,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;word-break:break-word}
 pre{font-size:11.5px;background:#f8f9fb;border:1px solid var(--line);border-radius:6px;padding:10px;overflow:auto;
 max-height:360px}
-code{font-size:12px;background:#f2f4f7;padding:0 4px;border-radius:3px}
+code{font-size:12px;background:#f2f4f7;padding:0 4px;border-radius:3px;white-space:nowrap}
 footer{color:var(--muted);font-size:12px;text-align:center;margin-top:24px}
 @media print{nav.wls{position:static}.tabpanel[hidden]{display:block!important}}
 """
@@ -1020,7 +1035,7 @@ PAGE = """<!DOCTYPE html>
 <header class="top"><div><h1>{heading}</h1><div class="sub">{sub}</div><div class="sub">{facts}</div></div></header>
 <section class="card summary"><h2>Verdict <small>output throughput, {conf} % intervals</small></h2>
 <p class="answer">{top}</p>
-<ul>{lines}</ul>{hint}</section>
+{lines}{hint}</section>
 {flags}
 <nav class="wls">{nav}<a href="#run">run details</a></nav>
 {sections}
