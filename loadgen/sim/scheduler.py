@@ -107,6 +107,10 @@ class Stats:
     last_accept_rate: float | None = None
     avg_spec_accept_length: float | None = None
     """Set at the first decode-log tick, as SGLang does; reset by flush_cache."""
+    steps: int = 0
+    late_steps: int = 0
+    """Forwards that ended more than 2 ms after their deadline (the process was starved of CPU)."""
+    max_late_ns: int = 0
 
 
 class Scheduler:
@@ -200,10 +204,19 @@ class Scheduler:
             else:
                 await asyncio.sleep(0)  # late: run at once, but let handlers write first
             t = now_ns()
+            self._lateness(t - deadline)
             if admitted:
                 self._after_prefill(admitted, t)
             else:
                 self._after_decode(t)
+
+    def _lateness(self, late_ns: int) -> None:
+        s = self.stats
+        s.steps += 1
+        if late_ns > 2_000_000:  # timer granularity alone accounts for up to 1 ms
+            s.late_steps += 1
+        if late_ns > s.max_late_ns:
+            s.max_late_ns = late_ns
 
     def _admit(self) -> list[SimRequest]:
         room = self.cfg.cap - len(self.running)
