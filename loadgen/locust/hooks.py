@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -145,6 +146,7 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
         stack.close()
         _die(exc)
     _state["sims"] = stack
+    atexit.register(_close_sims)  # also when Locust exits without its quitting event (sys.exit after init)
     load_cpus = cpus[1:] if pin else None
     if load_cpus:
         os.sched_setaffinity(0, set(load_cpus))
@@ -165,6 +167,10 @@ def on_quitting(environment, **kw) -> None:
     ex = getattr(environment, "loadgen_executor", None)
     if ex is not None:
         ex.close()
+    _close_sims()
+
+
+def _close_sims() -> None:
     stack = _state.get("sims")
     if stack is not None:
         _state["sims"] = None

@@ -42,10 +42,10 @@ def start_locust(*args: str, cwd=None, log: Path | None = None) -> subprocess.Po
 
 
 def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
-    """SIGINT (Locust's clean shutdown), then SIGKILL to the process group."""
+    """SIGTERM (Locust's clean shutdown, also with the web UI up), then SIGKILL to the process group."""
     if proc.poll() is None:
         try:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             pass
