@@ -186,6 +186,22 @@ def _axes(chart: Chart) -> tuple[_Axis, _Axis]:
     return _Axis(xs, chart.xlog, pad=0.06), _Axis(ys, chart.ylog, zero=chart.yzero, pad=0.08)
 
 
+def label_rows(xs_px: list[float], widths_px: list[float], gap: float = 6.0) -> list[int]:
+    """Row per label (0 = top) so labels starting at ``xs_px`` with ``widths_px`` do not overlap."""
+    ends: list[float] = []  # right end of the last label in each row
+    rows = []
+    for x, w in zip(xs_px, widths_px):
+        for r, end in enumerate(ends):
+            if x >= end + gap:
+                ends[r] = x + w
+                rows.append(r)
+                break
+        else:
+            ends.append(x + w)
+            rows.append(len(ends) - 1)
+    return rows
+
+
 def _segments(xs, ys, ok):
     seg = []
     for x, y in zip(xs, ys):
@@ -250,15 +266,16 @@ def svg(chart: Chart, width: int = W, height: int = H) -> str:
     if chart.hline is not None and ay.ok(chart.hline):
         y = Y(chart.hline)
         out.append(f'<line class="zero" x1="{ML}" x2="{ML + pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
-    for vl in chart.vlines:
+    vls = sorted(chart.vlines, key=lambda v: v.x)
+    widths = [7.0 * len(v.label) for v in vls]
+    starts = [X(v.x) + 4 if X(v.x) + 4 + w <= ML + pw else X(v.x) - 4 - w for v, w in zip(vls, widths)]
+    for vl, x0, row in zip(vls, starts, label_rows(starts, widths)):
         x = X(vl.x)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{MT}" y2="{MT + ph}" stroke="{vl.color}" '
                    f'stroke-width="1.6" stroke-dasharray="5 3"><title>{escape(vl.label)}</title></line>')
         if vl.label:
-            anchor = "start" if x < ML + pw * 0.75 else "end"
-            dx = 4 if anchor == "start" else -4
-            out.append(f'<text class="vlabel" x="{x + dx:.1f}" y="{MT + 12}" text-anchor="{anchor}" '
-                       f'fill="{vl.color}">{escape(vl.label)}</text>')
+            out.append(f'<text class="vlabel" x="{x0:.1f}" y="{MT + 12 + 14 * row}" fill="{vl.color}">'
+                       f'{escape(vl.label)}</text>')
     # bands, then lines, then markers on top
     for s in chart.series:
         if not s.band:
@@ -363,10 +380,14 @@ def _draw_mpl(a, chart: Chart, FuncFormatter, NullLocator) -> None:
         a.axvspan(sp.lo, sp.hi, color=sp.color, alpha=0.13, lw=0)
     if chart.hline is not None:
         a.axhline(chart.hline, color=MUTED, lw=1)
-    for vl in chart.vlines:
+    vls = sorted(chart.vlines, key=lambda v: v.x)
+    span_px = 380.0  # about one panel's width in points; enough to keep labels apart
+    starts = [ax_x.t(v.x) * span_px for v in vls]
+    widths = [5.5 * len(v.label) for v in vls]
+    for vl, row in zip(vls, label_rows(starts, widths)):
         a.axvline(vl.x, color=vl.color, lw=1.4, ls="--")
         if vl.label:
-            a.annotate(vl.label, (vl.x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -11),
+            a.annotate(vl.label, (vl.x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -11 - 11 * row),
                        textcoords="offset points", color=vl.color, fontsize=8)
     for s in chart.series:
         if s.band:

@@ -301,6 +301,18 @@ def headline(res: dict, metric: str = PRIMARY) -> list[tuple[str, str, str]]:
     return sorted(out, key=lambda t: (order.get(t[2], 5), t[0] == "all", t[0]))
 
 
+def _policy(xs: list[dict]) -> str:
+    """Crossovers (in C order) as an on/off rule in running-batch terms."""
+    on = xs[0]["direction"] == "spec_to_baseline"
+    parts = []
+    for i, x in enumerate(xs):
+        v = f"≈{_c(x['estimate'])} ({_c(x['ci_low'])}–{_c(x['ci_high'])})"
+        parts.append(f"{'on' if on else 'off'} below a running batch of {v}" if i == 0
+                     else f"{'on' if on else 'off'} from there to {v}")
+        on = not on
+    return "speculation " + ", ".join(parts) + f", {'on' if on else 'off'} above it"
+
+
 def sglang_hint(doc: dict, res: dict, metric: str = PRIMARY) -> str | None:
     """For an SGLang speculative server: the throughput crossover(s) in running-batch terms."""
     server = servers(doc).get(res["spec"])
@@ -313,25 +325,23 @@ def sglang_hint(doc: dict, res: dict, metric: str = PRIMARY) -> str | None:
     for wl, per in res["workloads"].items():
         if metric not in per:
             continue
-        for x in per[metric]["analysis"]["crossovers"]:
-            where = f"≈{_c(x['estimate'])} ({_c(x['ci_low'])}–{_c(x['ci_high'])}) for {wl}"
-            if x["ci_high"] <= mrr:
-                side = "below" if x["direction"] == "spec_to_baseline" else "above"
-                inside.append(f"{where}, speculating {side} it")
-            else:
-                beyond.append(f"C≈{_c(x['estimate'])} for {wl}")
+        xs = sorted(per[metric]["analysis"]["crossovers"], key=lambda x: x["estimate"])
+        if not xs:
+            continue
+        if all(x["ci_high"] <= mrr for x in xs):
+            inside.append(f"{wl}: {_policy(xs)}")
+        else:
+            beyond.append(f"{', '.join('C≈' + _c(x['estimate']) for x in xs if x['ci_high'] > mrr)} ({wl})")
     if not inside and not beyond:
         return None
     parts = []
     if inside:
-        parts.append(
-            f"For SGLang: at concurrency ≤ max_running_requests ({mrr}) the running batch is ≈ C, so an adaptive "
-            f"threshold in batch-size terms would sit at a running batch of {'; '.join(inside)}.")
+        parts.append(f"For SGLang: at concurrency ≤ max_running_requests ({mrr}) the running batch is ≈ C, so as an "
+                     f"adaptive threshold in batch-size terms — {'; '.join(inside)}.")
     if beyond:
-        parts.append(
-            f"The crossover at {', '.join(beyond)} lies beyond max_running_requests ({mrr}): there the running batch "
-            "stays at that cap and further requests queue, so it is not a batch-size threshold.")
-    if ((server.get("server_info") or {}).get("speculative_adaptive")):
+        parts.append(f"The crossover at {', '.join(beyond)} lies beyond max_running_requests ({mrr}): there the "
+                     "running batch stays at that cap and further requests queue, so it is not a batch-size threshold.")
+    if (server.get("server_info") or {}).get("speculative_adaptive"):
         parts.append("(The speculative server already ran with speculative_adaptive on.)")
     return " ".join(parts)
 
@@ -480,7 +490,7 @@ def _figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300) ->
     flagged = any(f for s in chart.series for f in (s.flags or []))
     if flagged:
         legend += ('<span class="key"><span class="ring" style="border-color:#d39200"></span>client-bound / approx.</span>'
-                   '<span class="key"><span class="ring" style="border-color:#d42a2a"></span>failures</span>')
+                   '<span class="key"><span class="ring" style="border-color:#d42a2a"></span>failures / incomplete</span>')
     note = f'<div class="note">{escape(chart.note)}</div>' if chart.note else ""
     return (f'<figure class="fig {cls}"><figcaption>{escape(chart.title)}</figcaption>{note}'
             f'<div class="legend">{legend}</div>{svg(chart, width, height)}</figure>')

@@ -109,7 +109,7 @@ def test_no_crossover_no_hint_and_no_marks(tmp_path):
 def test_sglang_hint_needs_sglang_and_max_running_requests(synth_dir):
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
     res = orjson.loads((synth_dir / "crossover.json").read_bytes())
-    assert "adaptive threshold in batch-size terms" in sglang_hint(doc, res)
+    assert "adaptive threshold in batch-size terms — chat: speculation on below a running batch of ≈2" in sglang_hint(doc, res)
     doc["run"]["servers"]["spec"]["server_info"]["max_running_requests"] = 16
     hint = sglang_hint(doc, res)
     assert "beyond max_running_requests (16)" in hint and "not a batch-size threshold" in hint
@@ -187,3 +187,19 @@ def test_render_without_matplotlib_still_writes_html(synth_dir, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_mpl)
     assert render(synth_dir).exists()
     assert not list((synth_dir / "plots").glob("*.png")) if (synth_dir / "plots").exists() else True
+
+
+def test_two_crossovers_become_an_on_off_batch_rule():
+    def x(est, lo, hi, direction):
+        return {"estimate": est, "ci_low": lo, "ci_high": hi, "direction": direction}
+
+    a = {"crossovers": [x(43.0, 31.0, 56.0, "baseline_to_spec"), x(23.0, 20.0, 29.0, "spec_to_baseline")]}
+    res = {"baseline": "baseline", "spec": "spec", "workloads": {"chat": {"output_tokens_per_s": {"analysis": a}}}}
+    doc = {"run": {"servers": {"spec": {"engine": "sglang", "server_info": {"max_running_requests": 128}}}}}
+    assert ("chat: speculation on below a running batch of ≈23 (20–29), off from there to ≈43 (31–56), "
+            "on above it.") in sglang_hint(doc, res)
+
+
+def test_marker_labels_do_not_collide():
+    assert plots.label_rows([0, 10, 100], [50, 50, 50]) == [0, 1, 0]
+    assert plots.label_rows([0, 60, 120], [50, 50, 50]) == [0, 0, 0]
