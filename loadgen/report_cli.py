@@ -23,8 +23,9 @@ from loadgen.results import csv_text, load
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dirs", nargs="+", metavar="DIR",
-                   help="results folder (or its run.json); several are combined (same ladder and workloads)")
+    p.add_argument("dirs", nargs="*", metavar="DIR", default=["results/crossover"],
+                   help="results folder (or its run.json), default results/crossover; "
+                        "several are combined (same ladder and workloads)")
     p.add_argument("--out", help="folder to write to (default: DIR itself; required when combining)")
     p.add_argument("--metric", default=PRIMARY, choices=sorted(METRICS),
                    help=f"metric of the terminal table (default {PRIMARY})")

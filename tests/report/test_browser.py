@@ -32,6 +32,7 @@ def test_report_opens_clean_in_headless_chromium(rendered, tmp_path):
         # visible charts with lines: throughput, Δ, TTFT, ITL, acceptance per workload + one HDR pair each
         assert ch.evaluate(s, DRAWN) >= 14
         assert ch.evaluate(s, TABS) == [False, True, True]
+        ch.evaluate(s, "document.querySelectorAll('details').forEach(d => { d.open = true; })")
         shot = tmp_path / "report.png"
         width, height = ch.screenshot(s, str(shot))
         assert ch.collect(s, run).errors() == []
