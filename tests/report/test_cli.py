@@ -26,7 +26,7 @@ def test_report_prints_tables_and_writes_everything(synth_dir, capsys):
     (synth_dir / "run.csv").unlink(missing_ok=True)
     rc, out, err = _report(capsys, synth_dir, "--no-png")
     assert rc == 0, err
-    assert "chat: Enable speculation below C≈" in out
+    assert "chat: enable speculation below C≈" in out
     assert "workload chat: output throughput (tok/s), 90 % intervals" in out
     assert "  C  baseline    spec    Δ %" in out
     assert "• goodput:" in out and "running batch" in out
@@ -109,3 +109,14 @@ def test_unnamed_targets_need_roles(tmp_path, capsys):
     assert "old vs eagle" in out
     _one_line_error(*_report(capsys, a, b, "--out", tmp_path / "o", "--baseline", "old", "--spec", "nope")[::2],
                     "no stage of target nope")
+
+
+def test_combine_two_crossover_runs_pools_repeated_stages(tmp_path, capsys):
+    a = write_run(tmp_path / "a", run_doc(ladder=(1, 5), workloads=("chat",), seed=1, flags=False))
+    b = write_run(tmp_path / "b", run_doc(ladder=(1, 5), workloads=("chat",), seed=2, flags=False))
+    rc, out, err = _report(capsys, a, b, "--out", tmp_path / "ab", "--no-png")
+    assert rc == 0, err
+    res = orjson.loads((tmp_path / "ab" / "crossover.json").read_bytes())
+    comps = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["comparisons"]
+    assert [c["n_baseline"] for c in comps] == [40, 40]  # both runs' 20 time bins per stage
+    assert "EAGLE3" in (tmp_path / "ab" / "report.html").read_text()  # server metadata carried over
