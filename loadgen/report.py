@@ -23,7 +23,7 @@ from loadgen import __version__, stats
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME as HIST_METRICS
-from loadgen.plots import BASELINE, CROSS, FAIL, MUTED, SPEC, TIE, WARN, Chart, Series, Span, VLine, legend_items, svg
+from loadgen.plots import BASELINE, CROSS, SPEC, TIE, Chart, Series, Span, VLine, legend_items, svg
 from loadgen.results import load
 
 PRIMARY = "output_tokens_per_s"
