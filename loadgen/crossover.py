@@ -126,6 +126,7 @@ refining cannot create a crossover nor dilute the simultaneous level.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import random
 from dataclasses import dataclass, field
@@ -153,8 +154,6 @@ DEFAULT_CONFIDENCE = 0.90
 DEFAULT_MARGIN = 0.01
 DEFAULT_N_BOOT = 2000
 
-import os
-_MODE = os.environ.get("XO_MODE", "A")
 SPEC = "spec"
 BASELINE = "baseline"
 TIE = "tie"
@@ -219,12 +218,16 @@ class StageComparison:
 class Crossover:
     """A concurrency at which the better target changes.
 
-    ``low_c``/``high_c`` are the measured stages with opposite, significant
-    verdicts that bracket it (possibly with tied stages between them, listed
-    in ``span``); ``estimate`` is where the interpolated difference crosses zero
-    and ``ci_low``..``ci_high`` its interval at ``confidence``.  ``local_low_c``
-    and ``local_high_c`` are the measured stages immediately around the
-    estimate: between them the position rests on interpolation.
+    ``low_c``/``high_c`` are the ladder stages with opposite, significant
+    verdicts that bracket it; ``span`` lists every measured stage from one to
+    the other (tied stages and refinement stages included).  ``estimate`` is
+    where the fitted difference crosses zero and ``ci_low``..``ci_high`` its
+    interval, at ``confidence`` for the whole ladder (each stage judged at
+    ``stage_level``, see the module doc).  ``confirmed`` is False for a
+    change of winner that only stage-by-stage verdicts show (the
+    ``candidates`` of :class:`MetricAnalysis`).  ``local_low_c`` and
+    ``local_high_c`` are the measured stages immediately around the
+    estimate: between them its position rests on interpolation.
     """
 
     low_c: int
@@ -253,7 +256,15 @@ class Region:
 
 @dataclass
 class MetricAnalysis:
-    """Everything :func:`analyze` found for one metric."""
+    """Everything :func:`analyze` found for one metric.
+
+    ``regions`` group consecutive stages by verdict (the simultaneous
+    ``family_verdict`` when ``family_wise``); ``crossovers`` are confirmed,
+    ``candidates`` are changes of winner seen only stage by stage.  ``rho``
+    is the window autocorrelation pooled over all stages, ``ladder`` the
+    stages allowed to declare crossovers, ``unpaired`` concurrencies that
+    only one target ran (not compared).
+    """
 
     metric: str
     higher_is_better: bool
@@ -359,6 +370,12 @@ def _boot_of(c: StageComparison, n_boot: int = DEFAULT_N_BOOT) -> _Boot | None:
     return b
 
 
+@functools.lru_cache(maxsize=512)
+def _bootstrap_means(xs: tuple[float, ...], length: int, n_boot: int, seed: str) -> tuple[float, ...]:
+    """Bootstrap means, cached: refinement re-analyses the same stages many times."""
+    return tuple(stats.circular_block_bootstrap_means(xs, length, n_boot, random.Random(seed)))
+
+
 def _verdict(delta: float, lo: float, hi: float, margin: float, higher_is_better: bool) -> str:
     if lo <= 0.0 <= hi or abs(delta) < margin:
         return TIE
@@ -420,10 +437,9 @@ def compare_stage(
     rho = min(max(float(rho), 0.0), 0.8)
     per_target = []
     for who, xx, m in (("baseline", xb, mb), ("spec", xs, ms)):
-        rng = random.Random(f"loadgen.crossover:{seed}:{c}:{who}")
         n = len(xx)
         length = stats.block_length(n, rho)
-        reps = stats.circular_block_bootstrap_means(xx, length, n_boot, rng)
+        reps = _bootstrap_means(tuple(xx), length, n_boot, f"loadgen.crossover:{seed}:{c}:{who}")
         floor = m * 1e-9
         log_m = math.log(m)
         inflate = math.sqrt(stats.variance_correction(n, length, rho))
@@ -549,7 +565,6 @@ def _place(
     # i.e. the bootstrap puts zero in neither of its (1 - level)/2 tails.
     reps = [b.replicates(stage_level) for b in boots]
     tail = (1.0 - stage_level) / 2.0
-    n_rep = len(reps[0])
     segments = []
     for a_r, b_r in zip(reps, reps[1:]):
         # a + w (b - a) <= 0 holds always, never, for w <= w0 or for w >= w0
@@ -563,10 +578,10 @@ def _place(
                 down.append(a / (a - b))
         up.sort()
         down.sort()
-        segments.append((always, up, down))
+        segments.append((always, up, down, min(len(a_r), len(b_r))))
 
     def inside(i: int, w: float) -> bool:
-        always, up, down = segments[i]
+        always, up, down, n_rep = segments[i]
         below = always + len(up) - bisect.bisect_left(up, w) + bisect.bisect_right(down, w)
         p = below / n_rep
         return tail <= p <= 1.0 - tail
@@ -595,25 +610,15 @@ def _place(
             prev_w, prev_in = w, now
     lo = min(found + [x_hat])
     hi = max(found + [x_hat])
-    if _MODE in ("B", "C"):
-        zs = []
-        for col in zip(*reps):
-            f = stats.isotonic(col, weights, increasing)
-            zs.append(stats.monotone_zero(xs, f, increasing))
-        zb_lo, zb_hi = stats.percentile(zs, tail), stats.percentile(zs, 1 - tail)
-        if _MODE == "B":
-            lo, hi = min(zb_lo, x_hat), max(zb_hi, x_hat)
-        else:
-            lo, hi = max(lo, min(zb_lo, x_hat)), min(hi, max(zb_hi, x_hat))
-    if _MODE == "M":
-        # monotone bracket: last stage significantly on the low side, first on the high side
-        sgn = 1 if increasing else -1
-        low_side = [x for x, r in zip(xs, reps) if sgn * stats.percentile(r, 1 - tail) < 0]
-        high_side = [x for x, r in zip(xs, reps) if sgn * stats.percentile(r, tail) > 0]
-        if low_side:
-            lo = max(lo, max(v for v in low_side if v <= x_hat) if any(v <= x_hat for v in low_side) else lo)
-        if high_side:
-            hi = min(hi, min(v for v in high_side if v >= x_hat) if any(v >= x_hat for v in high_side) else hi)
+    # If delta is monotone across the span, the zero also lies between the last
+    # stage significantly on one side and the first significantly on the other.
+    sign = 1.0 if increasing else -1.0
+    for x, b in zip(xs, boots):
+        d_lo, d_hi = b.interval(stage_level)
+        if x <= x_hat and sign * d_hi < 0.0:
+            lo = max(lo, x)
+        if x >= x_hat and sign * d_lo > 0.0:
+            hi = min(hi, x)
 
     est = math.exp(x_hat)
     cs = [c.concurrency for c in span]
@@ -734,9 +739,10 @@ def refine_plan(
     max_width_ratio``) and no gap between measured stages that overlaps the
     interval is wider than that ratio either (so the estimate does not rest
     on a long interpolation).  For each unsettled crossover, widest interval
-    first, this proposes the geometric midpoint of the widest such gap
-    (bisection on log concurrency), skipping gaps with no integer inside; at
-    most ``budget_stages`` in all.  Run them, call :func:`analyze` again with
+    first, this proposes the geometric midpoint of the gap between measured
+    stages that holds most of the interval (bisection on log concurrency
+    between the stages bracketing it), skipping gaps with no integer inside;
+    at most ``budget_stages`` in all.  Run them, call :func:`analyze` again with
     the same ``ladder`` and call this again with the budget that is left.
     """
     if budget_stages <= 0:
@@ -745,19 +751,18 @@ def refine_plan(
     todo: list[tuple[float, int]] = []
     for x in analysis.crossovers:
         width = x.ci_high / x.ci_low
+        # gaps between measured stages that the interval overlaps, by how much it overlaps them
         gaps = [
-            (b / a, a, b)
+            (min(b, x.ci_high) / max(a, x.ci_low), a, b)
             for a, b in zip(measured, measured[1:])
             if a < x.ci_high and b > x.ci_low and b - a >= 2
         ]
-        gaps.sort(reverse=True)
-        if width <= max_width_ratio and (not gaps or gaps[0][0] <= max_width_ratio):
+        if width <= max_width_ratio and all(b / a <= max_width_ratio for _, a, b in gaps):
             continue
-        for _, a, b in gaps:
-            mid = int(round(math.sqrt(a * b)))
-            mid = min(max(mid, a + 1), b - 1)
+        if gaps:
+            _, a, b = max(gaps)
+            mid = min(max(int(round(math.sqrt(a * b))), a + 1), b - 1)
             todo.append((width, mid))
-            break
     todo.sort(key=lambda t: -t[0])
     out: list[int] = []
     for _, mid in todo:

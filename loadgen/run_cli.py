@@ -15,7 +15,7 @@ from loadgen.probe import probe_sync
 from loadgen.protocols import PROTOCOLS
 from loadgen.results import ResultsWriter
 from loadgen.ramp import warmed_spec
-from loadgen.runner import RunOptions, run_stage_processes
+from loadgen.runner import Interrupted, RunOptions, run_stage_processes
 from loadgen.table import stage_table
 from loadgen.target import Target
 
@@ -107,8 +107,13 @@ def run(args) -> int:
                 spec = warmed_spec(c, warmup_s, last_e2e, **stage_kw)
                 print(f"loadgen: stage {i + 1}/{len(concurrencies)}: {target.label} C={c} ...",
                       file=sys.stderr, flush=True)
-                res = run_stage_processes(target, spec, source, opts, processes=args.processes, stage_index=i,
-                                          loop_kind=args.loop)
+                try:
+                    res = run_stage_processes(target, spec, source, opts, processes=args.processes,
+                                              stage_index=i, loop_kind=args.loop)
+                except Interrupted as exc:
+                    if exc.partial is not None:
+                        done.append(writer.add_stage(exc.partial))
+                    raise
                 done.append(writer.add_stage(res))
                 last_e2e = (done[-1]["e2e"].get("p50") or 0) / 1000 or last_e2e
         except KeyboardInterrupt:

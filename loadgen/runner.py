@@ -144,6 +144,7 @@ async def run_stage(
         cpu_started = [False]
         step = spec.ramp_s / spec.concurrency
         tasks = [asyncio.create_task(user(u * step)) for u in users]
+        interrupted = False
         try:
             await state.wait_window_closed()
             acc.close(state.we)
@@ -155,6 +156,10 @@ async def run_stage(
                 incomplete = False
             except asyncio.TimeoutError:
                 incomplete = True
+        except asyncio.CancelledError:
+            # Ctrl-C: keep what the window measured so far, cut at this instant.
+            interrupted = incomplete = True
+            acc.close(max(acc.lo, min(acc.hi, _now())))
         finally:
             state.stop_new = True
             for t in tasks:
@@ -174,7 +179,18 @@ async def run_stage(
     if state.warm_users < n_users:
         res.notes.append(f"{n_users - state.warm_users} of {n_users} users had not finished a first request when "
                          "the window opened: the load may not have been steady yet (longer --warmup)")
+    if interrupted:
+        res.notes.append("interrupted: the window was cut short and its unfinished requests cancelled")
+        raise Interrupted(res)
     return res
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a stage, carrying what that stage measured until then."""
+
+    def __init__(self, partial: StageResult | None = None) -> None:
+        super().__init__()
+        self.partial = partial
 
 
 class _StageState:
@@ -264,15 +280,18 @@ def run_stage_sync(target, spec, source, opts, *, stage_index=0, loop_kind="auto
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread (e.g. Locust's loop thread): the caller handles signals
     try:
-        return loop.run_until_complete(main)
+        result = loop.run_until_complete(main)
     except asyncio.CancelledError:
         if interrupted:
-            raise KeyboardInterrupt from None
+            raise Interrupted() from None
         raise
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
         loop.close()
+    if interrupted:  # the stage may have finished in the same instant: the user still asked to stop
+        raise Interrupted(result)
+    return result
 
 
 def _worker(args) -> dict:

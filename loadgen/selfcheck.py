@@ -47,10 +47,8 @@ class LoopLagMonitor:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            # gather, not try/except: a cancellation of the caller itself must go through
+            await asyncio.gather(self._task, return_exceptions=True)
 
 
 class CpuMeter:

@@ -10,9 +10,11 @@ whole requests to it:
     greenlet ◀──async watcher (hub)─── done-callback: deque.append + watcher.send()
 
 So chunk timestamps are taken on the asyncio side, at socket receive time, and
-the greenlet that asked wakes up in gevent's own hub with the finished record,
-where it may touch Locust's stats (never from the asyncio thread). The only
-cross-thread traffic is two wake-ups per *request*, none per chunk.
+the greenlet that asked wakes up in gevent's own hub with the result, where it
+may touch Locust's stats (never from the asyncio thread). ``post`` carries
+anything else to the hub the same way (finished records, in batches). A Locust
+user makes one ``call`` per stage (its whole closed loop runs on the asyncio
+side), so there is no cross-thread traffic per chunk, nor per request.
 
 Threads: gevent patches ``threading``, so the thread is started with the
 original ``_thread.start_new_thread``. Inside it nothing may block on gevent:
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import sys
 from typing import Any, Awaitable, Callable
 
@@ -41,7 +44,8 @@ DEFAULT_SWITCH_INTERVAL_S = 0.0005
 
 When the gevent thread is busy (Locust's stats, web UI, reports), the asyncio
 thread waits for the GIL before it can stamp a chunk: up to one switch interval.
-0.5 ms bounds that wait; measured cost is negligible (bench/bench_locust.py)."""
+0.5 ms bounds that wait; measured cost is negligible (bench/bench_locust.py).
+Override with the environment variable LOADGEN_GIL_SWITCH_S (seconds)."""
 
 
 class Cancelled(Exception):
@@ -88,6 +92,9 @@ class Bridge:
         self._exited = _allocate_lock()
         self._running = False
         self._old_switch = None
+        env = os.environ.get("LOADGEN_GIL_SWITCH_S")
+        if env:
+            switch_interval_s = float(env)
         if switch_interval_s:
             self._old_switch = sys.getswitchinterval()
             sys.setswitchinterval(min(self._old_switch, switch_interval_s))
@@ -165,6 +172,11 @@ class Bridge:
         except RuntimeError:  # loop closed: nothing left to cancel
             pass
 
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """From the loop thread: run ``fn(*args)`` in gevent's hub (it must not block: e.g. a queue put)."""
+        self._done.append((fn, args))
+        self._watcher.send()
+
     # --- loop side ----------------------------------------------------------------------------
     def _start(self, call: _Call, fn, args) -> None:
         if call.cancelled:
@@ -193,6 +205,14 @@ class Bridge:
         done = self._done
         while done:
             call, task = done.popleft()
+            if not isinstance(call, _Call):  # post(): a function for the hub
+                try:
+                    call(*task)
+                except Exception:  # never let a report break the hub
+                    import logging
+
+                    logging.getLogger("loadgen.locust").exception("loadgen: bridge post failed")
+                continue
             ar = call.result
             if ar.ready():
                 continue

@@ -43,7 +43,7 @@ def setup_worker(environment, runner) -> Executor:
         outbox.append(item)
         gevent.spawn(send_now)
 
-    ex = Executor(on_result, worker_id=runner.client_id)
+    ex = Executor(on_result, worker_id=runner.client_id, events=environment.events)
     environment.loadgen_executor = ex
 
     def on_report(client_id, data, **kw) -> None:

@@ -3,8 +3,10 @@
 Holds the bridge and the stage this process is running. ``begin(plan)`` starts
 the stage on the asyncio thread; when it ends, its result (a StageResult dict)
 goes to ``on_result`` in a greenlet — the conductor directly (local runner) or
-the worker's outbox for ``report_to_master`` (distributed). Users ask
-:meth:`Executor.request` for their next record.
+the worker's outbox for ``report_to_master`` (distributed). Each Locust user
+runs :meth:`Executor.run_user`: one closed-loop user on the asyncio side for as
+long as the stage admits requests. Finished records come back in batches to a
+reporter greenlet, which puts them in Locust's statistics (``events.request``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Callable
 
 import gevent
 import gevent.event
+import gevent.queue
 
 from loadgen.errors import LoadgenError
-from loadgen.record import RequestRecord
 
 from .bridge import Bridge, Cancelled
 from .live import LiveStage
@@ -33,13 +35,17 @@ IDLE_WAIT_S = 1.0
 
 
 class Executor:
-    def __init__(self, on_result: ResultSink, worker_id: str = "local") -> None:
+    def __init__(self, on_result: ResultSink, worker_id: str = "local", events=None) -> None:
         self.on_result = on_result
         self.worker_id = worker_id
+        self.events = events
+        """Locust's events (for ``request``); None: records are not reported to Locust."""
         self.bridge: Bridge | None = None
         self.stage: LiveStage | None = None
         self._run_call = None
         self._new_stage = gevent.event.Event()
+        self._batches: gevent.queue.Queue = gevent.queue.Queue()
+        self._reporter = gevent.spawn(self._report_loop)
 
     # --- stages -------------------------------------------------------------------------------
     def begin(self, plan: StagePlan, share: int = 0, n_shares: int = 1) -> None:
@@ -51,7 +57,12 @@ class Executor:
                 pass
         if self.bridge is None:
             self.bridge = Bridge(plan.loop).start()
-        stage = LiveStage(plan, share, n_shares, tag=f"{plan.label}-s{plan.index}-p{share}")
+        bridge, protocol = self.bridge, plan.target.get("protocol", "llm")
+
+        def sink(batch: list) -> None:  # loop thread → hub → reporter greenlet
+            bridge.post(self._batches.put_nowait, (protocol, batch))
+
+        stage = LiveStage(plan, share, n_shares, tag=f"{plan.label}-s{plan.index}-p{share}", sink=sink)
         self.stage = stage
         call = self._run_call = self.bridge.submit(stage.run)
         gevent.spawn(self._await_result, stage, call)
@@ -80,27 +91,37 @@ class Executor:
             self.stage.accepting = False
         self._run_call = None
 
+    # --- users (greenlets) ----------------------------------------------------------------------
+    def run_user(self) -> None:
+        """Be one user of the current stage until it admits no more requests (blocks this greenlet).
+
+        With no stage admitting requests, sleep until the next stage begins (or a
+        second passes), so idle users cost nothing. If Locust kills the greenlet,
+        the asyncio side of the user is cancelled with it.
+        """
+        stage = self.stage
+        if stage is None or not stage.accepting or self.bridge is None:
+            self._new_stage.wait(IDLE_WAIT_S)
+            return
+        try:
+            self.bridge.call(stage.user_loop)
+        except Cancelled:
+            pass
+        if self.stage is stage:
+            self._new_stage.wait(IDLE_WAIT_S)
+
+    def _report_loop(self) -> None:
+        from .user import report
+
+        while True:
+            protocol, batch = self._batches.get()
+            if self.events is not None:
+                for rec in batch:
+                    report(self.events, rec, protocol)
+
     def close(self) -> None:
         self.abort()
         if self.bridge is not None:
             self.bridge.stop()
             self.bridge = None
-
-    # --- users (greenlets) ----------------------------------------------------------------------
-    def request(self) -> RequestRecord | None:
-        """One request of the current stage, streamed on the asyncio side; None: nothing to do now.
-
-        When no stage is admitting requests the calling greenlet sleeps until the
-        next stage begins (or a second passes), so idle users cost nothing.
-        """
-        stage = self.stage
-        if stage is None or not stage.accepting or self.bridge is None:
-            self._new_stage.wait(IDLE_WAIT_S)
-            return None
-        try:
-            rec = self.bridge.call(stage.one)
-        except Cancelled:
-            return None
-        if rec is None:
-            self._new_stage.wait(IDLE_WAIT_S)
-        return rec
+        self._reporter.kill(block=False)

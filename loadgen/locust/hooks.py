@@ -109,7 +109,7 @@ def on_init(environment, runner=None, **kw) -> None:
     if not isinstance(runner, MasterRunner):
         from .executor import Executor
 
-        executor = Executor(lambda item: environment.loadgen_conductor.add_part(item))
+        executor = Executor(lambda item: environment.loadgen_conductor.add_part(item), events=environment.events)
         environment.loadgen_executor = executor
     conductor = Conductor(environment, cfg, targets, executor=executor, meta=meta, cpus=cpus)
     conductor.refresh = refreshed(environment)

@@ -7,9 +7,10 @@ thread, and after ``we`` the load is kept up until every request started inside
 the window has finished; then the stage stops admitting, cancels what is still
 in flight (started during cool-down, not counted) and freezes its result.
 
-What differs from the runner is only who drives the users: here each Locust
-user greenlet calls :meth:`LiveStage.one` through the bridge, once per request,
-instead of an asyncio task looping.
+What differs from the runner is only who starts the users: each Locust user
+greenlet starts :meth:`LiveStage.user_loop` through the bridge and waits for it
+for the whole stage; the loop itself is the runner's (request, stream, fold,
+repeat) and finished records reach Locust's statistics in batches.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ from loadgen.stage import ClientHealth, StageAccumulator, StageResult
 from .plan import StagePlan
 
 _now = time.perf_counter_ns
+REPORT_BATCH_S = 0.1
+"""Finished records go to Locust's statistics at most this late, in one batch."""
 
 # Phases, for progress display (read from the gevent side; plain attribute writes).
 PREPARING, WARMUP, WINDOW, COOLDOWN, DONE = "preparing", "warm-up", "window", "cool-down", "done"
 
 
 class LiveStage:
-    def __init__(self, plan: StagePlan, share: int = 0, n_shares: int = 1, tag: str = "") -> None:
+    def __init__(self, plan: StagePlan, share: int = 0, n_shares: int = 1, tag: str = "", sink=None) -> None:
         self.plan = plan
         self.share, self.n_shares = share, max(1, n_shares)
         self.target = plan.make_target()
@@ -45,8 +48,13 @@ class LiveStage:
         self.result: StageResult | None = None
         self._ready: asyncio.Event | None = None
         self._state: _StageState | None = None
-        self._inflight: set[asyncio.Task] = set()
         self._seq = itertools.count()
+        self.sink = sink
+        """Called on the loop thread with batches of finished records (must be thread-safe)."""
+        self._outbox: list[RequestRecord] = []
+        self._flush_pending = False
+        self.cancelled_inside = 0
+        self._users: set[asyncio.Task] = set()
 
     # --- the stage (one task for the whole stage) -------------------------------------------
     async def run(self) -> StageResult:
@@ -97,11 +105,14 @@ class LiveStage:
                 finally:
                     state.stop_new = True
                     self.accepting = False
-                    for t in list(self._inflight):
+                    # Users still streaming (requests started in cool-down) are cancelled, not counted.
+                    users = [t for t in self._users if not t.done()]
+                    for t in users:
                         t.cancel()
-                    if self._inflight:
-                        await asyncio.gather(*self._inflight, return_exceptions=True)
+                    if users:
+                        await asyncio.wait(users, timeout=5.0)
                     await self._lag.stop()
+                    self._flush()
         finally:
             self.accepting = False
             self.phase = DONE
@@ -113,6 +124,8 @@ class LiveStage:
             target=self.target.label, url=self.target.url, protocol=self.target.protocol,
             concurrency=plan.concurrency, client=health, stage_index=plan.index,
         )
+        if self.cancelled_inside:
+            res.notes.append(f"{self.cancelled_inside} window request(s) cancelled when Locust stopped their users")
         if incomplete:
             res.incomplete = True
             res.notes.append(f"cool-down exceeded {plan.max_cooldown_s:g} s; "
@@ -120,35 +133,67 @@ class LiveStage:
         self.result = res
         return res
 
-    # --- one request (one task per user request) ------------------------------------------------
-    async def one(self) -> RequestRecord | None:
-        """A user's next request, streamed and folded; None when the stage admits no more."""
+    # --- one user (one task per Locust user, for as long as the stage admits requests) -----------
+    async def user_loop(self) -> None:
+        """A closed-loop user, exactly as the runner's: request, stream to the end, fold, repeat.
+
+        Finished records are handed to ``self.sink`` (the gevent side's reporter) in
+        batches, so Locust's statistics are updated without a cross-thread round trip
+        per request. Returns when the stage admits no more requests.
+        """
         if self._ready is None:
-            return None
+            return
         if not self._ready.is_set():
             await self._ready.wait()
         state = self._state
-        if state is None or state.stop_new:
-            return None
-        req = next(self._requests)
-        t = _now()
-        if t >= state.ws and not self._cpu_started:
-            self._cpu_started = True
-            self._cpu.mark_start()
-        if t >= state.ws and self.phase == WARMUP:
-            self.phase = WINDOW
-        inside = state.admit(t)
-        if state.stop_new and not inside:
-            return None
+        if state is None:
+            return
         task = asyncio.current_task()
-        self._inflight.add(task)
+        self._users.add(task)
         try:
-            rec = await self._client.stream(req, f"{self.tag}-{next(self._seq)}", start_ns=t)
+            await self._loop(state)
         finally:
-            self._inflight.discard(task)
-        self._acc.add(rec)
-        if inside:
-            state.finished_inside()
-        if rec.error_class == "connect":
-            await asyncio.sleep(CONNECT_BACKOFF_S)
-        return rec
+            self._users.discard(task)
+
+    async def _loop(self, state) -> None:
+        client, acc, requests, seq = self._client, self._acc, self._requests, self._seq
+        while not state.stop_new:
+            req = next(requests)
+            t = _now()
+            if t >= state.ws:
+                if not self._cpu_started:
+                    self._cpu_started = True
+                    self._cpu.mark_start()
+                if self.phase == WARMUP:
+                    self.phase = WINDOW
+            inside = state.admit(t)
+            if state.stop_new and not inside:
+                return
+            try:
+                rec = await client.stream(req, f"{self.tag}-{next(seq)}", start_ns=t)
+            except asyncio.CancelledError:
+                if inside and not state.stop_new:
+                    # Locust stopped this user mid-request: the window must not wait for it.
+                    self.cancelled_inside += 1
+                    state.finished_inside()
+                raise
+            acc.add(rec)
+            if inside:
+                state.finished_inside()
+            self._emit(rec)
+            if rec.error_class == "connect":
+                await asyncio.sleep(CONNECT_BACKOFF_S)
+
+    def _emit(self, rec: RequestRecord) -> None:
+        if self.sink is None:
+            return
+        self._outbox.append(rec)
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_later(REPORT_BATCH_S, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self._outbox:
+            batch, self._outbox = self._outbox, []
+            self.sink(batch)

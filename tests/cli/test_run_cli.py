@@ -42,11 +42,15 @@ def test_ctrl_c_keeps_finished_stages(tmp_path):
         if out.exists() and json.loads(out.read_text())["stages"]:
             break
         time.sleep(0.2)
+    time.sleep(1.5)  # inside the second stage's window
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=60)
     assert p.returncode == 130, stderr
     doc = json.loads(out.read_text())
-    assert doc["run"]["interrupted"] is True and len(doc["stages"]) >= 1
+    assert doc["run"]["interrupted"] is True and len(doc["stages"]) >= 2
+    assert doc["stages"][0]["incomplete"] is False
+    last = doc["stages"][-1]  # the stage Ctrl-C cut short is kept, marked as such
+    assert last["incomplete"] is True and any("interrupted" in n for n in last["notes"])
     assert "results so far are saved" in stderr and "Traceback" not in stderr
 
 
