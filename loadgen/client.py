@@ -34,10 +34,15 @@ class _StampingHandler(ResponseHandler):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop)
         self.rx_marks: list[int] = []
+        # On a loop that notes when each poll returned (loadgen.loops), that instant is the
+        # stamp: every socket found readable by one poll gets the same one, whatever its
+        # place in the burst. Elsewhere the clock is read here, before aiohttp parses.
+        selector = getattr(loop, "_selector", None)
+        self._clock = (lambda: selector.wake_ns) if hasattr(selector, "wake_ns") else _now
 
     def data_received(self, data: bytes) -> None:
         if data:  # aiohttp calls it with b"" to resume its own parsing: no bytes arrived then
-            self.rx_marks.append(_now())
+            self.rx_marks.append(self._clock())
         super().data_received(data)
 
 

@@ -10,6 +10,7 @@ from contextlib import ExitStack
 
 from loadgen.client import Timeouts
 from loadgen.errors import LoadgenError
+from loadgen.loops import LOOPS
 from loadgen.options import duration, headers, ladder, slo
 from loadgen.probe import probe_sync
 from loadgen.protocols import PROTOCOLS
@@ -39,7 +40,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action="append", help="extra HTTP header 'Name: value' (repeatable)")
     p.add_argument("--read-timeout", default="120s", help="longest silence before a stream counts as stalled")
     p.add_argument("--processes", type=int, default=1, help="spread each stage's users over N processes")
-    p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto")
+    p.add_argument("--loop", choices=LOOPS, default="auto", help="event loop: uvloop (fast) or stamping (exact burst stamps)")
     p.add_argument("--spec-details", action="store_true", help="ask SGLang OpenAI routes for spec_tokens_details")
     p.add_argument("--out", default="results/run.json", help="results JSON (a .csv and .hlog go beside it)")
     sim = p.add_argument_group("embedded simulator (when --url is omitted)")

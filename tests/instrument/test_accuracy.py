@@ -32,8 +32,8 @@ async def _drive(url, protocol, concurrency, per_user, max_tokens):
     return records, truth
 
 
-def measure(url, protocol, concurrency, per_user, max_tokens):
-    loop = new_event_loop()
+def measure(url, protocol, concurrency, per_user, max_tokens, loop_kind="auto"):
+    loop = new_event_loop(loop_kind)
     try:
         records, truth = loop.run_until_complete(_drive(url, protocol, concurrency, per_user, max_tokens))
     finally:

@@ -1,0 +1,45 @@
+"""Event loops for measuring: uvloop (fast), or asyncio's own with a poll-return clock (exact).
+
+``stamping`` is asyncio's selector loop whose selector notes the instant each
+poll returns. All sockets that poll found readable are then stamped with that
+one instant, so in a burst (a batching server writes every stream's chunk in
+the same decode step) the last socket handled is not stamped later than the
+first. uvloop has no such hook; there each socket is stamped when its
+``data_received`` runs, which is early but drifts by the handling time of the
+sockets before it in the burst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import time
+
+from loadgen.errors import LoadgenError
+
+LOOPS = ("auto", "uvloop", "asyncio", "stamping")
+
+
+class _PollClockSelector(selectors.DefaultSelector):  # type: ignore[misc, valid-type]
+    wake_ns = 0
+
+    def select(self, timeout=None):
+        ready = super().select(timeout)
+        self.wake_ns = time.perf_counter_ns()
+        return ready
+
+
+def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
+    if kind == "stamping":
+        return asyncio.SelectorEventLoop(_PollClockSelector())
+    if kind in ("auto", "uvloop"):
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:
+            if kind == "uvloop":
+                raise LoadgenError("--loop uvloop: uvloop is not installed") from None
+    if kind not in LOOPS:
+        raise LoadgenError(f"--loop: unknown loop {kind!r}; known: {', '.join(LOOPS)}")
+    return asyncio.new_event_loop()
