@@ -46,9 +46,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-tokens", default=None)
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--tokenizer", default=None)
-    p.add_argument("--duration", default="30s")
+    p.add_argument("--duration", default=None, help="steady window per stage (default 30s; 8s on the simulator)")
     p.add_argument("--requests", type=int, default=None)
-    p.add_argument("--warmup", default="5s")
+    p.add_argument("--warmup", default=None, help="minimum warm-up per stage (default 5s; 2s on the simulator)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--slo", default=None)
     p.add_argument("--processes", type=int, default=1)
@@ -60,7 +60,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     sim = p.add_argument_group("embedded simulator (when no URL is given)")
     sim.add_argument("--sim-profile", default="pcie-8gpu-eagle3")
-    sim.add_argument("--sim-time-scale", type=float, default=1.0)
+    sim.add_argument("--sim-time-scale", type=float, default=5.0,
+                     help="run the simulated schedule this many times faster (default 5)")
 
 
 def _source_factory(args):
@@ -77,6 +78,10 @@ def run(args) -> int:
         out = Path(args.out) if args.out != "results/crossover" else (path if path.is_dir() else path.parent)
         return _analyse_and_report(doc, out, args)
     out = Path(args.out)
+    on_sim = args.baseline_url is None and args.spec_url is None
+    # The simulator runs its schedule time-scaled, so shorter windows hold as many steps.
+    args.duration = args.duration or ("8s" if on_sim else "30s")
+    args.warmup = args.warmup or ("2s" if on_sim else "5s")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the run like Ctrl-C
     if (args.baseline_url is None) != (args.spec_url is None):
         raise LoadgenError("give both --baseline-url and --spec-url, or neither (embedded simulator)")
