@@ -41,9 +41,11 @@ def _fetch_truth(url: str) -> dict:
         loop.close()
 
 
-def _truth_summary(truth: dict, ws: int, we: int) -> dict:
+def _truth_summary(truth: dict, ws: int, we: int, sent: dict | None = None) -> dict:
+    """Truth summaries; TTFT starts at the client's send time when known (``sent``: rid → ns)."""
     out = {}
-    recs = [truth_record(rid, v["received_ns"], v["sends"]) for rid, v in truth.items()]
+    sent = sent or {}
+    recs = [truth_record(rid, sent.get(rid, v["received_ns"]), v["sends"]) for rid, v in truth.items()]
     for name in ("ttft", "itl", "chunk_gap"):
         m = BY_NAME[name]
         h = m.new_hist()
