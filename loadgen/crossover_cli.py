@@ -92,6 +92,11 @@ def run(args) -> int:
         tokenizer = load_tokenizer(args.tokenizer)
     opts = RunOptions(slo=slo(args.slo), timeouts=Timeouts(read_s=duration(args.read_timeout, "--read-timeout")),
                       tokenizer=tokenizer, seed=args.seed)
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    make_source = _source_factory(args)
+    for w in workloads:
+        make_source(w)  # a bad workload name fails here, before any server starts
+    concurrencies = ladder(args.ladder, "--ladder")
     with ExitStack() as stack:
         meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": args.seed,
                       "roles": {"baseline": "baseline", "spec": "spec"}}
@@ -107,14 +112,10 @@ def run(args) -> int:
         hdrs = headers(args.header)
         targets = [Target("baseline", base_url, args.protocol, args.model, dict(hdrs)),
                    Target("spec", spec_url, args.protocol, args.model, dict(hdrs))]
-        plan = RampPlan(targets=targets, ladder=ladder(args.ladder, "--ladder"),
-                        workloads=[w.strip() for w in args.workloads.split(",") if w.strip()],
-                        make_source=_source_factory(args), opts=opts,
+        plan = RampPlan(targets=targets, ladder=concurrencies, workloads=workloads, make_source=make_source, opts=opts,
                         duration_s=None if args.requests else duration(args.duration),
                         requests=args.requests, warmup_s=duration(args.warmup, "--warmup"),
                         processes=args.processes, commands=commands)
-        for w in plan.workloads:
-            plan.make_source(w)  # a bad workload name fails here, before any load
         meta["ladder"] = plan.ladder
         meta["workloads"] = plan.workloads
         meta["targets"] = [{"label": t.label, "url": t.url, "protocol": t.protocol} for t in targets]

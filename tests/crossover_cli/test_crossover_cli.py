@@ -1,0 +1,69 @@
+"""`loadgen crossover` as a user runs it: embedded simulators, started servers, --from, errors."""
+
+import json
+import socket
+import subprocess
+import sys
+
+
+def loadgen(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_embedded_simulators_then_from(tmp_path):
+    out = tmp_path / "xo"
+    p = loadgen("crossover", "--ladder", "1,30", "--duration", "3s", "--warmup", "1s", "--sim-time-scale", "10",
+                "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert [(s["target"], s["concurrency"]) for s in doc["stages"]] == [
+        ("baseline", 1), ("spec", 1), ("baseline", 30), ("spec", 30)]
+    assert doc["run"]["servers"]["spec"]["speculative"] is True
+    res = json.loads((out / "crossover.json").read_text())
+    comps = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["comparisons"]
+    assert [c["concurrency"] for c in comps] == [1, 30]
+    assert (out / "report.html").stat().st_size > 10_000
+    assert "workload chat: output throughput" in p.stdout and "winner" in p.stdout
+    again = loadgen("crossover", "--from", str(out), "--no-report")
+    assert again.returncode == 0 and again.stdout == p.stdout
+
+
+def test_started_servers_one_at_a_time(tmp_path):
+    port = free_port()
+    sim = f"{sys.executable} -m loadgen sim --port {port} --time-scale 10 --profile pcie-8gpu-eagle3 --mode"
+    out = tmp_path / "xo"
+    url = f"http://127.0.0.1:{port}"
+    p = loadgen("crossover", "--baseline-url", url, "--spec-url", url, "--baseline-start", f"{sim} baseline",
+                "--spec-start", f"{sim} spec", "--ladder", "1,4", "--duration", "2s", "--warmup", "0.5s",
+                "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    # one GPU box: every stage of the baseline, then every stage of the speculative server
+    assert [s["target"] for s in doc["stages"]] == ["baseline", "baseline", "spec", "spec"]
+    assert doc["run"]["servers"]["baseline"]["speculative"] is False
+    assert doc["run"]["servers"]["spec"]["speculative"] is True
+    assert "stopping baseline" in p.stderr
+    with socket.socket() as s:  # nothing left listening
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_errors_are_one_line(tmp_path):
+    port = free_port()
+    cases = [
+        (["--baseline-url", "http://127.0.0.1:9"], "give both"),
+        (["--from", str(tmp_path / "missing")], "not found"),
+        (["--baseline-url", f"http://127.0.0.1:{port}", "--spec-url", f"http://127.0.0.1:{port}",
+          "--baseline-start", f"{sys.executable} -c 'import sys; sys.exit(4)'", "--ladder", "1"], "status 4"),
+        (["--workloads", "nosuch", "--ladder", "1"], "nosuch"),
+    ]
+    for args, words in cases:
+        p = loadgen("crossover", *args, "--out", str(tmp_path / "o"), timeout=120)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2, (args, p.stderr)
+        assert words in lines[-1] and "Traceback" not in p.stderr, (args, p.stderr)
