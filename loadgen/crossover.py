@@ -614,12 +614,13 @@ def _place(
     hi = max(found + [x_hat])
     # If delta is monotone across the span, the zero also lies between the last
     # stage significantly on one side and the first significantly on the other.
-    sign = 1.0 if increasing else -1.0
     for x, b in zip(xs, boots):
         d_lo, d_hi = b.interval(stage_level)
-        if x <= x_hat and sign * d_hi < 0.0:
+        # in the orientation where delta increases across the span
+        g_lo, g_hi = (d_lo, d_hi) if increasing else (-d_hi, -d_lo)
+        if x <= x_hat and g_hi < 0.0:
             lo = max(lo, x)
-        if x >= x_hat and sign * d_lo > 0.0:
+        if x >= x_hat and g_lo > 0.0:
             hi = min(hi, x)
 
     est = math.exp(x_hat)

@@ -82,6 +82,40 @@ def test_two_crossovers_are_both_reported(measured):
     assert covered >= 17
 
 
+def test_two_crossovers_with_refinement_keep_their_coverage(measured):
+    """Refinement puts tied stages inside both spans, one of them with delta decreasing."""
+    base, spec = synth.TWO_CROSSOVERS
+    truths = _truth((base, spec))
+    right = covered = 0
+    for seed in range(10):
+        a = run_ladder(base, spec, seed)
+        if len(a.crossovers) == 2:
+            right += 1
+            covered += all(x.ci_low <= t <= x.ci_high for x, t in zip(a.crossovers, truths))
+    measured(f"two crossovers with refinement: both found in {right}/10, both intervals cover in {covered}/10")
+    assert right >= 9
+    assert covered >= 9
+
+
+@pytest.mark.parametrize("hib", [True, False])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_interval_spans_the_ties_in_either_orientation(sign, hib):
+    """significant, tie, tie, significant: the interval reaches across both ties."""
+    r = random.Random(7)
+    deltas = {5: 0.08, 7: 0.005, 9: -0.005, 12: -0.08}
+    bs = [StageSamples(c, [100 * (1 + 0.02 * r.gauss(0, 1)) for _ in range(12)], hib) for c in deltas]
+    ss = [
+        StageSamples(c, [100 * (1 + sign * d) * (1 + 0.02 * r.gauss(0, 1)) for _ in range(12)], hib)
+        for c, d in deltas.items()
+    ]
+    a = analyze("m", bs, ss)
+    (x,) = a.crossovers
+    assert [c.family_verdict for c in a.comparisons][1:3] == ["tie", "tie"]
+    assert x.span == [5, 7, 9, 12]
+    assert x.ci_low < 6.8 and x.ci_high > 9.2  # beyond the tied stages at 7 and 9
+    assert x.direction == ("spec_to_baseline" if (sign > 0) == hib else "baseline_to_spec")
+
+
 @pytest.mark.parametrize("name, winner", [("SPEC_ALWAYS", "spec"), ("BASE_ALWAYS", "baseline")])
 def test_no_crossover_reports_none(name, winner, measured):
     base, spec = getattr(synth, name)
