@@ -86,6 +86,8 @@ def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin:
     """{workload: {metric: {"analysis": asdict(MetricAnalysis), "recommendation": str}}}."""
     base, spec = roles(doc)
     slices = _slices(doc)
+    # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
+    ladder = doc.get("run", {}).get("ladder")
     out: dict = {"baseline": base, "spec": spec, "confidence": confidence, "workloads": {}}
     for wl in workloads_of(doc):
         per_metric = {}
@@ -101,7 +103,8 @@ def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin:
             common = {x.concurrency for x in b} & {x.concurrency for x in s}
             if not common:
                 continue
-            a: MetricAnalysis = analyze(m.name, b, s, confidence=confidence, margin=margin, seed=seed)
+            a: MetricAnalysis = analyze(m.name, b, s, confidence=confidence, margin=margin, seed=seed,
+                                        ladder=ladder)
             per_metric[m.name] = {"label": m.label, "unit": m.unit, "analysis": asdict(a),
                                   "recommendation": recommendation(a).replace(m.name + ":", m.label + ":", 1)}
         out["workloads"][wl] = per_metric
