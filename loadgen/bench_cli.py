@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import importlib
 BENCHES = {
     "client": "loadgen.bench.client_bench",
     "sim": "loadgen.sim.bench",
+    "crossover": "loadgen.bench.crossover_bench",
 }
 
 

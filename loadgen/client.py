@@ -93,6 +93,8 @@ class StreamClient:
         self.timeouts = timeouts
         self.headers = dict(headers or {})
         self.tokenizer = tokenizer
+        self.tokens_seen = 0
+        """Tokens received so far (server-counted chunks only), for progress display."""
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> "StreamClient":
@@ -224,6 +226,8 @@ class StreamClient:
                 if n:
                     chunk_ns.append(stamp)
                     chunk_tokens.append(n if n > 0 else UNKNOWN)
+                    if n > 0:
+                        self.tokens_seen += n
         rec.end_ns = _now()
         for ev in parser.close():
             n = on_event(state, ev.data, texts)

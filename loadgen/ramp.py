@@ -16,6 +16,7 @@ from typing import Callable
 
 from loadgen.orchestrate import ManagedServer, ServerCommand
 from loadgen.probe import probe_sync
+from loadgen.progress import ProgressLine
 from loadgen.results import ResultsWriter
 from loadgen.runner import Interrupted, RequestSource, RunOptions, StageSpec, run_stage_processes
 from loadgen.target import Target
@@ -68,13 +69,16 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                                duration_s=plan.duration_s, requests=plan.requests)
             log(f"[{i + 1}/{len(stages)}] {target.label} C={c} workload={wl} "
                 f"(elapsed {time.monotonic() - t_start:.0f} s)")
+            line = ProgressLine(f"{target.label} C={c}")
             try:
                 res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
-                                          stage_index=index0 + i, loop_kind=plan.loop)
+                                          stage_index=index0 + i, loop_kind=plan.loop, progress=line)
             except Interrupted as exc:
+                line.done()
                 if exc.partial is not None:
                     writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
                 raise
+            line.done()
             d = writer.add_stage(res)
             d_req = d["requests"]
             log(f"    {d_req['completed']} ok, {d_req['failed']} failed, {d['output_tokens_per_s']:.1f} tok/s, "

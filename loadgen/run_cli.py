@@ -13,6 +13,7 @@ from loadgen.errors import LoadgenError
 from loadgen.loops import LOOPS
 from loadgen.options import duration, headers, ladder, slo
 from loadgen.probe import probe_sync
+from loadgen.progress import ProgressLine
 from loadgen.protocols import PROTOCOLS
 from loadgen.results import ResultsWriter
 from loadgen.ramp import warmed_spec
@@ -108,13 +109,16 @@ def run(args) -> int:
                 spec = warmed_spec(c, warmup_s, last_e2e, **stage_kw)
                 print(f"loadgen: stage {i + 1}/{len(concurrencies)}: {target.label} C={c} ...",
                       file=sys.stderr, flush=True)
+                line = ProgressLine(f"{target.label} C={c}")
                 try:
                     res = run_stage_processes(target, spec, source, opts, processes=args.processes,
-                                              stage_index=i, loop_kind=args.loop)
+                                              stage_index=i, loop_kind=args.loop, progress=line)
                 except Interrupted as exc:
+                    line.done()
                     if exc.partial is not None:
                         done.append(writer.add_stage(exc.partial))
                     raise
+                line.done()
                 done.append(writer.add_stage(res))
                 last_e2e = (done[-1]["e2e"].get("p50") or 0) / 1000 or last_e2e
         except KeyboardInterrupt:

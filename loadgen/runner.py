@@ -92,6 +92,7 @@ async def run_stage(
     start_at_ns: int | None = None,
     user_offset: int = 0,
     user_stride: int = 1,
+    progress: Callable[[dict], None] | None = None,
 ) -> StageResult:
     """One stage in this process; ``user_offset/stride`` pick this process's share of the users."""
     users = range(user_offset, spec.concurrency, user_stride)
@@ -145,6 +146,8 @@ async def run_stage(
         cpu_started = [False]
         step = spec.ramp_s / spec.concurrency
         tasks = [asyncio.create_task(user(u * step)) for u in users]
+        if progress is not None:
+            tasks.append(asyncio.create_task(_report_progress(progress, client, acc, state, t0)))
         interrupted = False
         try:
             await state.wait_window_closed()
@@ -192,6 +195,20 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, partial: StageResult | None = None) -> None:
         super().__init__()
         self.partial = partial
+
+
+async def _report_progress(progress, client: StreamClient, acc: StageAccumulator, state: "_StageState",
+                           t0: int) -> None:
+    """Once a second: phase, elapsed time, requests finished, tokens/s over the last second."""
+    last_tokens, last_t = client.tokens_seen, _now()
+    while True:
+        await asyncio.sleep(1.0)
+        t = _now()
+        phase = "warm-up" if t < state.ws else "window" if not state._closed.is_set() else "cool-down"
+        tps = (client.tokens_seen - last_tokens) / ((t - last_t) / 1e9)
+        last_tokens, last_t = client.tokens_seen, t
+        progress({"phase": phase, "elapsed_s": (t - t0) / 1e9, "completed": acc.total.completed,
+                  "failed": acc.total.failed, "tokens_per_s": tps})
 
 
 class _StageState:
@@ -289,14 +306,16 @@ def _worker(args) -> dict:
     return res.to_dict()
 
 
-def run_stage_processes(target, spec, source, opts, *, processes: int, stage_index=0, loop_kind="auto") -> StageResult:
+def run_stage_processes(target, spec, source, opts, *, processes: int, stage_index=0, loop_kind="auto",
+                        progress=None) -> StageResult:
     """The stage's users spread over ``processes`` processes that share one window.
 
     CLOCK_MONOTONIC is system-wide, so every process opens and closes the window
     at the same instant; their results merge into one.
     """
     if processes <= 1:
-        return run_stage_sync(target, spec, source, opts, stage_index=stage_index, loop_kind=loop_kind)
+        return run_stage_sync(target, spec, source, opts, stage_index=stage_index, loop_kind=loop_kind,
+                              progress=progress)
     processes = min(processes, spec.concurrency)
     start_at = _now() + int(2e9)  # time for the workers to start and warm their pools
     ctx = multiprocessing.get_context("spawn")
