@@ -1,0 +1,92 @@
+"""Session fixtures for the end-to-end suite: a baseline and an n-gram speculative llama-server.
+
+The first run on a machine builds llama-server (15-20 min on 2 cores) and assembles the
+model into ``$LOADGEN_CACHE`` (default ``~/.cache/loadgen``); later runs reuse the cache
+and a server starts in about a second. ``LOADGEN_SKIP_E2E=1`` skips the suite.
+
+On a machine with more than one core both servers are pinned to the last core
+(``LOADGEN_E2E_SERVER_CPU`` picks another, ``-1`` disables pinning) so the load
+client, left on the other cores, does not compete with them for the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from .llama import LlamaServer, binary_version, ensure_llama_server, ensure_model, server_binary_path
+
+# Timeout for a test that may have to build llama-server first (pyproject's default is
+# 600 s; the build alone takes 7-20 min on 2 cores).
+BUILD_TIMEOUT_S = 3000
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that needs the servers ``e2e``, and, only while llama-server is not
+    built yet on this machine, give those tests room for the build."""
+    needs = [it for it in items if "llama_binary" in getattr(it, "fixturenames", ())]
+    if not needs:
+        return
+    building = not os.environ.get("LOADGEN_LLAMA_SERVER") and binary_version(server_binary_path()) is None
+    for it in needs:
+        it.add_marker(pytest.mark.e2e)
+        if building:
+            it.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
+
+
+def _server_cpu() -> int | None:
+    env = os.environ.get("LOADGEN_E2E_SERVER_CPU")
+    if env is not None:
+        cpu = int(env)
+        return None if cpu < 0 else cpu
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if len(cpus) > 1 else None
+
+
+@pytest.fixture(scope="session")
+def llama_binary() -> Path:
+    if os.environ.get("LOADGEN_SKIP_E2E") == "1":
+        pytest.skip("LOADGEN_SKIP_E2E=1")
+    return ensure_llama_server()
+
+
+@pytest.fixture(scope="session")
+def llama_model() -> Path:
+    if os.environ.get("LOADGEN_SKIP_E2E") == "1":
+        pytest.skip("LOADGEN_SKIP_E2E=1")
+    return ensure_model()
+
+
+@pytest.fixture(scope="session")
+def llama_server_cpu() -> int | None:
+    """The core the servers are pinned to (None: not pinned)."""
+    return _server_cpu()
+
+
+@pytest.fixture(scope="session")
+def llama_baseline_server(llama_binary: Path, llama_model: Path,
+                          llama_server_cpu: int | None) -> Iterator[LlamaServer]:
+    with LlamaServer(model=llama_model, binary=llama_binary, spec=False, cpu=llama_server_cpu) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def llama_spec_server(llama_binary: Path, llama_model: Path,
+                      llama_server_cpu: int | None) -> Iterator[LlamaServer]:
+    with LlamaServer(model=llama_model, binary=llama_binary, spec=True, cpu=llama_server_cpu) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def llama_baseline(llama_baseline_server: LlamaServer) -> str:
+    """Base URL (``http://127.0.0.1:PORT``) of the baseline llama-server."""
+    return llama_baseline_server.url
+
+
+@pytest.fixture(scope="session")
+def llama_spec(llama_spec_server: LlamaServer) -> str:
+    """Base URL of the llama-server with n-gram speculation (``--spec-type ngram-simple``)."""
+    return llama_spec_server.url
