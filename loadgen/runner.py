@@ -278,12 +278,15 @@ def run_stage_sync(target, spec, source, opts, *, stage_index=0, loop_kind="auto
         interrupted.append(True)
         main.cancel()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass  # not the main thread (e.g. Locust's loop thread): the caller handles signals
+    # Worker processes leave signals to their parent: a pool must be able to SIGTERM them.
+    if multiprocessing.parent_process() is None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                installed.append((sig, previous))
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (e.g. Locust's loop thread): the caller handles signals
     try:
         result = loop.run_until_complete(main)
     except asyncio.CancelledError:
@@ -291,8 +294,9 @@ def run_stage_sync(target, spec, source, opts, *, stage_index=0, loop_kind="auto
             raise Interrupted() from None
         raise
     finally:
-        for sig in installed:
+        for sig, previous in installed:
             loop.remove_signal_handler(sig)
+            signal.signal(sig, previous)  # the loop's removal does not always restore it (uvloop)
         loop.close()
     if interrupted:  # the stage may have finished in the same instant: the user still asked to stop
         raise Interrupted(result)

@@ -35,6 +35,8 @@ log = logging.getLogger("loadgen.locust")
 
 START_LEAD_S = 1.0
 """Distributed stages start this long after the plan is sent: time for workers to warm their pools."""
+SPAWN_S = 0.5
+"""Locust spawns a stage's users within this long; they start together after it (START_LEAD_S when distributed)."""
 REPORT_GRACE_S = 30.0
 """How long after a stage should have ended a silent worker is given before it counts as lost."""
 
@@ -170,10 +172,11 @@ class Conductor:
             if not self._begin(self.plans[self.pos]):
                 return (0, 1.0)
         c = self.cur.plan.concurrency
-        rate = c / max(0.1, min(1.0, self.cur.plan.warmup_s / 2))  # every user started by mid-warm-up
+        rate = c / self.cur.plan.spawn_s  # every user spawned before the stage's synchronised start
         return (c, rate + (0.001 if self._nudge else 0.0))
 
     def _begin(self, plan: StagePlan) -> bool:
+        plan.spawn_s = SPAWN_S
         plan.host = socket.gethostname()
         plan.cpus = self.cpus
         if self.executor is not None:

@@ -59,6 +59,7 @@ class LiveStage:
     # --- the stage (one task for the whole stage) -------------------------------------------
     async def run(self) -> StageResult:
         plan = self.plan
+        begun = _now()
         self._ready = asyncio.Event()
         self._requests = plan.requests_iter(self.share, self.n_shares)
         tokenizer = None
@@ -76,9 +77,11 @@ class LiveStage:
             ) as client:
                 self._client = client
                 await client.warm(local_users)
-                if plan.start_at_ns is not None:
-                    await asyncio.sleep(max(0.0, (plan.start_at_ns - _now()) / 1e9))
-                t0 = plan.start_at_ns or _now()
+                # Every user starts at t0, together, as the runner's do: users that Locust
+                # spawned earlier wait for it (a synchronised start is part of the load).
+                start_at = plan.start_at_ns if plan.start_at_ns is not None else begun + int(plan.spawn_s * 1e9)
+                await asyncio.sleep(max(0.0, (start_at - _now()) / 1e9))
+                t0 = max(start_at, _now()) if plan.start_at_ns is None else start_at
                 ws = t0 + int(plan.warmup_s * 1e9)
                 far = ws + int(1e18)
                 we = ws + int(plan.duration_s * 1e9) if plan.duration_s is not None else far

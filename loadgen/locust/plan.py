@@ -26,6 +26,8 @@ class StagePlan:
     target: dict
     concurrency: int
     warmup_s: float = 5.0
+    spawn_s: float = 0.0
+    """Locust spawns the stage's users within this long; they all start together after it (as the runner's)."""
     duration_s: float | None = 30.0
     requests: int | None = None
     bin_s: float | None = None

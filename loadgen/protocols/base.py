@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import orjson
+
 from loadgen.request import GenRequest
 
 UNKNOWN = -1
@@ -64,6 +66,27 @@ class Protocol:
         tokenizer-based counting after the request, off the hot path).
         """
         raise NotImplementedError
+
+
+def event_object(state: StreamState, data: bytes) -> dict | None:
+    """The event's JSON object, or None for events that end here: [DONE], non-objects, errors.
+
+    An error event (``data: {"error": ...}``, HTTP 200) is how SGLang and vLLM
+    report a failure after the stream started; it fails the request.
+    """
+    if data == b"[DONE]":
+        state.done = True
+        return None
+    obj = orjson.loads(data)
+    if not isinstance(obj, dict):
+        state.fail("bad_event", f"event is not a JSON object: {data[:80]!r}")
+        return None
+    err = obj.get("error")
+    if err is not None:
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        state.fail("server_error", str(msg))
+        return None
+    return obj
 
 
 def spec_fields(state: StreamState, info: dict) -> None:

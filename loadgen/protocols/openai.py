@@ -10,9 +10,7 @@ usage that first shows up on a finish chunk is a total, not a delta.
 
 from __future__ import annotations
 
-import orjson
-
-from loadgen.protocols.base import UNKNOWN, Protocol, StreamState, spec_fields
+from loadgen.protocols.base import UNKNOWN, Protocol, StreamState, event_object, spec_fields
 from loadgen.request import GenRequest
 
 
@@ -47,17 +45,8 @@ class OpenAIStream(Protocol):
         raise NotImplementedError
 
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
-        if data == b"[DONE]":
-            state.done = True
-            return 0
-        obj = orjson.loads(data)
-        if not isinstance(obj, dict):
-            state.fail("bad_event", f"event is not a JSON object: {data[:80]!r}")
-            return 0
-        err = obj.get("error")
-        if err is not None:
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            state.fail("server_error", str(msg))
+        obj = event_object(state, data)
+        if obj is None:
             return 0
         if state.server_id is None and obj.get("id") is not None:
             state.server_id = str(obj["id"])

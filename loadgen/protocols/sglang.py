@@ -7,9 +7,7 @@ neither mode needs the text to be diffed.
 
 from __future__ import annotations
 
-import orjson
-
-from loadgen.protocols.base import UNKNOWN, Protocol, StreamState, spec_fields
+from loadgen.protocols.base import UNKNOWN, Protocol, StreamState, event_object, spec_fields
 from loadgen.request import GenRequest
 
 
@@ -31,17 +29,8 @@ class SGLangGenerate(Protocol):
         return {"text": req.as_prompt(), "sampling_params": params, "stream": True, "rid": rid}
 
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
-        if data == b"[DONE]":
-            state.done = True
-            return 0
-        obj = orjson.loads(data)
-        if not isinstance(obj, dict):
-            state.fail("bad_event", f"event is not a JSON object: {data[:80]!r}")
-            return 0
-        err = obj.get("error")
-        if err is not None:
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            state.fail("server_error", str(msg))
+        obj = event_object(state, data)
+        if obj is None:
             return 0
         meta = obj.get("meta_info") or {}
         if state.server_id is None and meta.get("id") is not None:
