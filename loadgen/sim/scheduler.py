@@ -176,25 +176,13 @@ class Scheduler:
         return not (self.cfg.adaptive and batch >= self.profile.spec.adaptive_off_batch)
 
     async def _run(self) -> None:
-        cost = self.profile.cost
-        spec = self.profile.spec
-        speculative_mode = self.cfg.mode == "spec"
         deadline = now_ns()
         while True:
             if not self.running and not self.waiting:
                 self._wake.clear()
                 await self._wake.wait()
                 deadline = now_ns()  # idle time is not owed to the schedule
-            admitted = self._admit()
-            if admitted:
-                tokens = sum(r.prompt_tokens for r in admitted)
-                ms = model.prefill_ms(cost, tokens, speculative_mode)
-            else:
-                batch = len(self.running)
-                if self._speculating(batch):
-                    ms = model.spec_step_ms(cost, spec, batch)
-                else:
-                    ms = model.decode_ms(cost, batch)
+            admitted, ms = self.next_forward()
             deadline += int(ms * self._ns_per_ms)
             delay = deadline - now_ns()
             if delay > 0:
@@ -205,10 +193,25 @@ class Scheduler:
                 await asyncio.sleep(0)  # late: run at once, but let handlers write first
             t = now_ns()
             self._lateness(t - deadline)
-            if admitted:
-                self._after_prefill(admitted, t)
-            else:
-                self._after_decode(t)
+            self.complete_forward(admitted, t)
+
+    def next_forward(self) -> tuple[list[SimRequest], float]:
+        """The forward to run next: a prefill of the admitted requests, or a decode step; its cost in ms."""
+        admitted = self._admit()
+        if admitted:
+            tokens = sum(r.prompt_tokens for r in admitted)
+            return admitted, model.prefill_ms(self.profile.cost, tokens, self.cfg.mode == "spec")
+        batch = len(self.running)
+        if self._speculating(batch):
+            return admitted, model.spec_step_ms(self.profile.cost, self.profile.spec, batch)
+        return admitted, model.decode_ms(self.profile.cost, batch)
+
+    def complete_forward(self, admitted: list[SimRequest], t: int) -> None:
+        """Apply a finished forward at time ``t``: first tokens after a prefill, step tokens after a decode."""
+        if admitted:
+            self._after_prefill(admitted, t)
+        else:
+            self._after_decode(t)
 
     def _lateness(self, late_ns: int) -> None:
         s = self.stats
