@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from .llama import LlamaServer, binary_version, ensure_llama_server, ensure_model, server_binary_path
+from .llama import LlamaServer, binary_version, live_servers, ensure_llama_server, ensure_model, server_binary_path
 
 # Timeout for a test that may have to build llama-server first (pyproject's default is
 # 600 s; the build alone takes 7-20 min on 2 cores).
@@ -44,6 +44,14 @@ def _server_cpu() -> int | None:
         return None if cpu < 0 else cpu
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[-1] if len(cpus) > 1 else None
+
+
+@pytest.fixture(autouse=True)
+def _llama_servers_stay_alive() -> Iterator[None]:
+    """After each e2e test: a server that died during it is reported, with its log tail."""
+    yield
+    for srv in live_servers():
+        srv.ensure_alive()
 
 
 @pytest.fixture(scope="session")

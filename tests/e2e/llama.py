@@ -328,6 +328,11 @@ def _die_with_parent() -> None:
 _LIVE: set["LlamaServer"] = set()
 
 
+def live_servers() -> list["LlamaServer"]:
+    """Servers started in this process and not stopped yet (alive or died on their own)."""
+    return list(_LIVE)
+
+
 def _stop_all_live() -> None:
     for srv in list(_LIVE):
         srv.stop()
@@ -421,6 +426,15 @@ class LlamaServer:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def ensure_alive(self) -> None:
+        """Raise ServerError (with the tail of its log) if the server is not running."""
+        if self.proc is None:
+            raise ServerError(f"llama-server ({self.name}) is not running (never started, or stopped)")
+        code = self.proc.poll()
+        if code is not None:
+            raise ServerError(f"llama-server ({self.name}) died with exit {code}; log {self.log_path}; "
+                              f"tail:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         return tail(self.log_path, lines) if self.log_path else ""

@@ -113,6 +113,18 @@ def test_server_is_stopped_when_the_test_body_fails(llama_binary: Path, llama_mo
     assert srv.health() is None
 
 
+def test_server_that_dies_mid_run_is_reported(llama_binary: Path, llama_model: Path) -> None:
+    with LlamaServer(model=llama_model, binary=llama_binary) as srv:
+        srv.ensure_alive()
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait(timeout=10)
+        with pytest.raises(ServerError, match=r"died with exit -9(.|\n)*tail:"):
+            srv.ensure_alive()
+    assert not srv.alive()
+    with pytest.raises(ServerError, match="not running"):
+        srv.ensure_alive()
+
+
 def test_server_dies_with_a_killed_test_process(llama_binary: Path, llama_model: Path) -> None:
     # A test process killed by SIGKILL runs no cleanup: PR_SET_PDEATHSIG takes the server down.
     script = textwrap.dedent(f"""
