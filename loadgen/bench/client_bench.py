@@ -91,30 +91,36 @@ class _RepeatSource:
         return itertools.repeat(self.req)
 
 
-def memory_growth(tokens_target: int = 1_000_000) -> dict:
-    """RSS growth of a long stage (records are folded into histograms as they finish)."""
+def memory_growth(tokens_target: int = 10_000_000, streams: int = 100) -> dict:
+    """RSS growth over a long stage, after a short one at the same concurrency.
+
+    Records are folded into histograms as their requests finish, so memory
+    should not grow with run length. The short stage first brings pools,
+    buffers and histograms to their working size: what grows after that is
+    what a long run costs.
+    """
 
     def rss_mb() -> float:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-    # 100 streams × 1 ms chunks of 5 tokens: 500 k tokens/s offered; runs until tokens_target.
     req = GenRequest(workload="bench", prompt="x", max_tokens=2000)
-    with schedserver("--mode", "staggered", "--interval-ms", "2", "--tokens", "5", "--ttft-ms", "5", cpu=0) as url:
-        with pinned(1):
-            # A first short stage so imports, pools and histograms exist before the baseline reading.
-            run_stage_processes(Target("mem", url, "sglang"), StageSpec(10, duration_s=1, warmup_s=0),
-                                _RepeatSource(req), RunOptions(), processes=1)
-            before = rss_mb()
-            t0 = time.perf_counter()
-            res = run_stage_processes(Target("mem", url, "sglang"),
-                                      StageSpec(100, duration_s=tokens_target / 150_000, warmup_s=0),
-                                      _RepeatSource(req), RunOptions(), processes=1)
-            after = rss_mb()
+    target_args = ("--mode", "staggered", "--interval-ms", "2", "--tokens", "5", "--ttft-ms", "5")
+    with schedserver(*target_args, cpu=0) as url, pinned(1):
+        t = Target("mem", url, "sglang")
+        warm = run_stage_processes(t, StageSpec(streams, duration_s=15, warmup_s=0), _RepeatSource(req),
+                                   RunOptions(), processes=1)
+        rate = warm.total.window_tokens / 15
+        del warm
+        before = rss_mb()
+        t0 = time.perf_counter()
+        res = run_stage_processes(t, StageSpec(streams, duration_s=tokens_target / max(rate, 1), warmup_s=0),
+                                  _RepeatSource(req), RunOptions(), processes=1)
+        after = rss_mb()
     tokens = res.total.window_tokens
     return {"tokens": tokens, "seconds": round(time.perf_counter() - t0, 1), "rss_before_mb": round(before, 1),
-            "rss_after_mb": round(after, 1), "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "growth_mb_per_million_tokens": round((after - before) / max(tokens, 1) * 1e6, 2)}
+            "rss_after_mb": round(after, 1), "growth_mb": round(after - before, 1),
+            "growth_mb_per_million_tokens": round((after - before) / max(tokens, 1) * 1e6, 3)}
 
 
 def _fmt(points: list[dict]) -> str:
@@ -127,12 +133,13 @@ def _fmt(points: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="loadgen bench client", description=__doc__)
-    ap.add_argument("--streams", default="50,100,150,200,250", help="stream counts to sweep")
+    ap.add_argument("--streams", default="50,100,150,200,250", help="stream counts to sweep ('' for none)")
     ap.add_argument("--interval-ms", type=float, default=10.0, help="chunk interval per stream (10 = 100 chunks/s)")
     ap.add_argument("--modes", default="lockstep,staggered")
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--processes", default="1", help="comma-separated process counts to try")
-    ap.add_argument("--memory", action="store_true", help="also measure memory growth per million tokens")
+    ap.add_argument("--memory", type=int, default=0, metavar="TOKENS",
+                    help="also measure memory growth over a stage of this many tokens (e.g. 10000000)")
     ap.add_argument("--json", default=None, help="write the points to this file too")
     a = ap.parse_args(argv)
     if len(os.sched_getaffinity(0)) < 2:
@@ -140,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     points = []
     for mode in a.modes.split(","):
         for procs in (int(x) for x in a.processes.split(",")):
-            for streams in (int(x) for x in a.streams.split(",")):
+            for streams in (int(x) for x in a.streams.split(",") if x):
                 p = run_point(streams, a.interval_ms, mode=mode, duration_s=a.duration, processes=procs)
                 points.append(p)
                 print(_fmt([p]).splitlines()[-1] if len(points) > 1 else _fmt([p]), flush=True)
@@ -149,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nhighest chunk rate with |ITL p99 error| <= 1 ms on one client core: "
               f"{max(p['chunks_per_s'] for p in ok)} chunks/s")
     if a.memory:
-        print("memory:", orjson.dumps(memory_growth()).decode())
+        print("memory:", orjson.dumps(memory_growth(a.memory)).decode())
     if a.json:
         with open(a.json, "wb") as f:
             f.write(orjson.dumps(points, option=orjson.OPT_INDENT_2))
