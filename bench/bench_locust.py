@@ -144,10 +144,13 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--nice", type=int, default=0, help="renice this benchmark (and its children) by N first")
+    p.add_argument("--compare", choices=("locust", "runner"), default="locust",
+                   help="what to hold against the runner; 'runner' (an A/A run) measures the noise floor")
     p.add_argument("--tolerance-ms", type=float, default=0.2)
     p.add_argument("--json", default=None, help="also write the figures here")
     a = p.parse_args()
 
+    B = "locust" if a.compare == "locust" else "runner2"  # noqa: N806  (the path held against the runner)
     if a.nice:
         os.nice(a.nice)
     cpus = sorted(os.sched_getaffinity(0))
@@ -160,13 +163,13 @@ def main() -> int:
                     "--mode", mode)
             with schedserver(*args, cpu=server_cpu) as url:
                 truth(url)
-                per_path: dict[str, list[dict]] = {"runner": [], "locust": []}
+                per_path: dict[str, list[dict]] = {"runner": [], B: []}
                 for rnd in range(a.rounds):
-                    order = ("runner", "locust") if rnd % 2 == 0 else ("locust", "runner")
+                    order = ("runner", B) if rnd % 2 == 0 else (B, "runner")
                     for path in order:
                         folder = Path(tmp) / f"{mode}-{rnd}-{path}"
                         folder.mkdir()
-                        if path == "runner":
+                        if path in ("runner", "runner2"):
                             stage = run_runner(url, a, folder / "runner.json", client_cpu)
                         else:
                             stage = run_locust(url, a, folder, client_cpu)
@@ -177,15 +180,15 @@ def main() -> int:
                               f"p99 err {row['itl_p99_err']:+.3f} ms", file=sys.stderr, flush=True)
                 med = {path: median_row(mode, path, rs) for path, rs in per_path.items()}
                 for q in ("p50", "p99"):
-                    d = abs(med["locust"][f"itl_{q}_err"] - med["runner"][f"itl_{q}_err"])
-                    med["locust"][f"itl_{q}_err_vs_runner"] = round(d, 4)
-                    med["locust"][f"itl_{q}_diff_interval"] = diff_interval(
-                        [r[f"itl_{q}_err"] for r in per_path["locust"]], [r[f"itl_{q}_err"] for r in per_path["runner"]])
-                    for path in ("runner", "locust"):
+                    d = abs(med[B][f"itl_{q}_err"] - med["runner"][f"itl_{q}_err"])
+                    med[B][f"itl_{q}_err_vs_runner"] = round(d, 4)
+                    med[B][f"itl_{q}_diff_interval"] = diff_interval(
+                        [r[f"itl_{q}_err"] for r in per_path[B]], [r[f"itl_{q}_err"] for r in per_path["runner"]])
+                    for path in ("runner", B):
                         errs = [r[f"itl_{q}_err"] for r in per_path[path]]
                         med[path][f"itl_{q}_err_range"] = (min(errs), max(errs))
                     ok = ok and d <= a.tolerance_ms
-                rows += [med["runner"], med["locust"]]
+                rows += [med["runner"], med[B]]
     load_after = os.getloadavg()
 
     head = (f"{'mode':9} {'path':6} {'C':>4} {'reqs':>5} {'tok/s':>8}  {'ITL p50':>8} {'err':>7}  {'ITL p99':>8} "
@@ -201,10 +204,10 @@ def main() -> int:
               f"{row['ttft_p50_err']:>+12.3f} {row['ttft_p99_err']:>+12.3f}  {row['loop_lag_p99_ms'] or 0:>7.3f}  "
               f"{row['client_bound']}")
     for row in rows:
-        if row["path"] == "locust":
-            print(f"{row['mode']}: |locust ITL error − runner ITL error| = p50 {row['itl_p50_err_vs_runner']:.3f} ms, "
+        if row["path"] == B:
+            print(f"{row['mode']}: |{B} ITL error − runner ITL error| = p50 {row['itl_p50_err_vs_runner']:.3f} ms, "
                   f"p99 {row['itl_p99_err_vs_runner']:.3f} ms (tolerance {a.tolerance_ms} ms); 90% bootstrap "
-                  f"interval of locust − runner over rounds: p50 {row['itl_p50_diff_interval']}, "
+                  f"interval of {B} − runner over rounds: p50 {row['itl_p50_diff_interval']}, "
                   f"p99 {row['itl_p99_diff_interval']}")
     for row in rows:
         print(f"  {row['mode']:9} {row['path']:6} single-round ITL error range: p50 {row['itl_p50_err_range']}, "

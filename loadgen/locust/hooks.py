@@ -50,7 +50,9 @@ def config_from_options(options) -> RampConfig:
 
 # --- command line ----------------------------------------------------------------------------
 def add_options(parser, **kw) -> None:
-    g = parser  # (LocustArgumentParser.add_argument takes include_in_web_ui; argument groups do not)
+    # Straight on the parser: LocustArgumentParser.add_argument takes include_in_web_ui (groups do not),
+    # and these options then show, editable, in the web UI's start form.
+    g = parser
     g.add_argument("--ladder", default=None, help="concurrency ladder, e.g. 1,2,5,10 (default 1,2,5,10,30,70,100,250)")
     g.add_argument("--warmup", default=None, help="warm-up before each steady window (default 5s)")
     g.add_argument("--stage-duration", default=None, help="steady window per stage (default 30s)")
