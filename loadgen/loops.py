@@ -20,18 +20,26 @@ from loadgen.errors import LoadgenError
 LOOPS = ("auto", "uvloop", "asyncio", "stamping")
 
 
-class _PollClockSelector(selectors.DefaultSelector):  # type: ignore[misc, valid-type]
-    wake_ns = 0
+def _poll_clock(base: type) -> type:
+    class PollClockSelector(base):  # type: ignore[misc, valid-type]
+        wake_ns = 0
 
-    def select(self, timeout=None):
-        ready = super().select(timeout)
-        self.wake_ns = time.perf_counter_ns()
-        return ready
+        def select(self, timeout=None):
+            ready = super().select(timeout)
+            self.wake_ns = time.perf_counter_ns()
+            return ready
+
+    return PollClockSelector
 
 
-def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
+def new_event_loop(kind: str = "auto", selector_cls: type | None = None) -> asyncio.AbstractEventLoop:
+    """A loop of ``kind``; ``selector_cls`` is the selector asyncio's loops use (gevent-patched
+    processes must pass the original one)."""
+    if kind not in LOOPS:
+        raise LoadgenError(f"--loop: unknown loop {kind!r}; known: {', '.join(LOOPS)}")
+    base = selector_cls or selectors.DefaultSelector
     if kind == "stamping":
-        return asyncio.SelectorEventLoop(_PollClockSelector())
+        return asyncio.SelectorEventLoop(_poll_clock(base)())
     if kind in ("auto", "uvloop"):
         try:
             import uvloop
@@ -40,6 +48,4 @@ def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
         except ImportError:
             if kind == "uvloop":
                 raise LoadgenError("--loop uvloop: uvloop is not installed") from None
-    if kind not in LOOPS:
-        raise LoadgenError(f"--loop: unknown loop {kind!r}; known: {', '.join(LOOPS)}")
-    return asyncio.new_event_loop()
+    return asyncio.SelectorEventLoop(base())

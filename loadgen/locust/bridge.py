@@ -34,7 +34,8 @@ import gevent
 import gevent.event
 import gevent.monkey
 
-from loadgen.errors import LoadgenError
+from loadgen.loops import new_event_loop
+from loadgen.loops import new_event_loop
 
 _start_new_thread = gevent.monkey.get_original("_thread", "start_new_thread")
 _allocate_lock = gevent.monkey.get_original("_thread", "allocate_lock")
@@ -53,22 +54,14 @@ class Cancelled(Exception):
 
 
 def new_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
-    """uvloop when available; else asyncio's loop on the *original* epoll selector."""
-    if kind in ("auto", "uvloop"):
-        try:
-            import uvloop
-
-            return uvloop.new_event_loop()
-        except ImportError:
-            if kind == "uvloop":
-                raise LoadgenError("loop uvloop: uvloop is not installed") from None
+    """loadgen's loops, with asyncio's on the *original* selector (the patched one hangs in a second thread)."""
     import selectors
 
     try:
         selector_cls = gevent.monkey.get_original("selectors", "DefaultSelector")
     except (AttributeError, ImportError):  # selectors not patched: stdlib's is the original
         selector_cls = selectors.DefaultSelector
-    return asyncio.SelectorEventLoop(selector_cls())
+    return new_event_loop(kind, selector_cls)
 
 
 class _Call:

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from loadgen.errors import LoadgenError
+from loadgen.loops import LOOPS
 from loadgen.options import duration as parse_duration
 from loadgen.protocols import PROTOCOLS
 
@@ -235,8 +236,8 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
         cfg.read_timeout_s = c.seconds("run.read_timeout", run["read_timeout"])
     if "loop" in run:
         cfg.loop = c.string("run.loop", run["loop"])
-        if cfg.loop not in ("auto", "uvloop", "asyncio"):
-            raise c.fail("run.loop", f"expected auto, uvloop or asyncio, got {cfg.loop!r}")
+        if cfg.loop not in LOOPS:
+            raise c.fail("run.loop", f"expected one of {', '.join(LOOPS)}, got {cfg.loop!r}")
     if "keep_parts" in run:
         cfg.keep_parts = c.boolean("run.keep_parts", run["keep_parts"])
 
