@@ -6,6 +6,11 @@ hot path:
 2. The final usage equals the number of uncounted text chunks: every text chunk
    carries at least one token, so each carries exactly one: exact
    (llama.cpp streams one token per event, even when drafts are accepted).
+   One more token than text chunks on a request that finished with "stop" is the
+   token that ended it (EOS / end of turn, or a one-token stop string): servers
+   count it but stream no text for it (llama.cpp). It arrived with the
+   finish event, at the end of the stream: one more one-token chunk, stamped
+   with the stream's end. Exact.
 3. A tokenizer the user named counts each chunk's text, scaled to the final
    usage when there is one: approximate.
 4. The final usage spread evenly over the chunks: approximate.
@@ -35,6 +40,14 @@ def reconcile(
     """
     counts = rec.chunk_tokens
     unknown = [i for i, c in enumerate(counts) if c < 0]
+    if (final_total is not None and final_total == len(counts) + 1 and len(unknown) == len(counts)
+            and rec.finish_reason == "stop"):
+        # The silent stop token (case 2 above): it came with the finish event, at the stream's end.
+        for i in unknown:
+            counts[i] = 1
+        rec.chunk_ns.append(max(rec.end_ns, rec.chunk_ns[-1] if rec.chunk_ns else 0))
+        counts.append(1)
+        return
     if not unknown:
         return
     known = sum(c for c in counts if c >= 0)
