@@ -8,6 +8,7 @@ import pytest
 
 from loadgen.bench.procs import pinned
 
+from loadgen.bench.truth import compare, truth_record
 from loadgen.client import StreamClient
 from loadgen.protocols import get_protocol
 from loadgen.request import GenRequest
@@ -70,3 +71,45 @@ def test_chunks_tokens_and_accept_length_match_the_server(spec_sim, protocol):
         assert r.accept_length == pytest.approx(t["completion_tokens"] / t["verify_ct"], rel=1e-6)
         multi += sum(1 for n in sent if n > 1)
     assert multi > 0, "speculative runs must produce multi-token chunks"
+
+
+async def _staggered(url, concurrency, per_user):
+    """Users spread their starts, as a stage's ramp does, so requests do not all land in one instant."""
+    records = []
+    async with StreamClient(url, get_protocol("sglang"), concurrency=concurrency) as c:
+        await c.warm(concurrency)
+
+        async def user(u):
+            await asyncio.sleep(u * 0.004)
+            for i in range(per_user):
+                req = GenRequest(workload="w", prompt=PROMPTS[(u + i) % len(PROMPTS)], max_tokens=48,
+                                 ignore_eos=True)
+                records.append(await c.stream(req, f"t{u}-{i}"))
+
+        await asyncio.gather(*(user(u) for u in range(concurrency)))
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url + "/loadgen/truth?clear=1") as r:
+            truth = orjson.loads(await r.read())
+    return records, truth
+
+
+@pytest.mark.parametrize("concurrency", [1, 50])
+def test_ttft_itl_chunk_gap_p50_within_half_a_millisecond_of_the_simulator(spec_sim, concurrency):
+    loop = new_event_loop()
+    try:
+        with pinned(1):
+            records, truth = loop.run_until_complete(_staggered(spec_sim, concurrency, 24 if concurrency == 1 else 2))
+    finally:
+        loop.close()
+    by_id = {t["rid"]: t for t in truth}
+    # Truth: the simulator's write time of every event carrying tokens, from the instant the client's
+    # request left (one CLOCK_MONOTONIC): TTFT as a perfect receiver would see it.
+    truths = [truth_record(r.rid, r.sent_ns, [(ts, n) for ts, n in by_id[r.server_id]["events"] if n > 0])
+              for r in records]
+    cmp = compare(records, truths)
+    # p50 to half a millisecond. The p99 targets (issue 3) are timing figures that any other process on
+    # the machine can spoil, so they live in `loadgen bench client`; here p99 only has to be sane.
+    for name in ("ttft", "itl", "chunk_gap"):
+        assert abs(cmp[name]["error_p50"]) <= 0.5, (name, "p50", cmp[name])
+        assert abs(cmp[name]["error_p99"]) <= 5.0, (name, "p99", cmp[name])
+    assert cmp["tokens_per_chunk"]["error_p50"] == 0 and cmp["tokens_per_chunk"]["error_p99"] == 0
