@@ -16,10 +16,12 @@ started during cool-down are then cancelled and not counted.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import multiprocessing
 import signal
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -100,76 +102,77 @@ async def run_stage(
     requests = source(opts.seed + stage_index)
     seq = itertools.count()
     tag = f"{target.label}-s{stage_index}-p{user_offset}"
-    async with StreamClient(
-        target.url, target.make_protocol(), target=target.label, concurrency=max(1, n_users),
-        timeouts=opts.timeouts, headers=target.headers, tokenizer=opts.tokenizer,
-    ) as client:
-        await client.warm(n_users)
-        if start_at_ns is not None:
-            await asyncio.sleep(max(0.0, (start_at_ns - _now()) / 1e9))
-        t0 = start_at_ns or _now()
-        ws = t0 + int(spec.warmup_s * 1e9)
-        far = ws + int(1e18)
-        we = ws + int(spec.duration_s * 1e9) if spec.duration_s is not None else far
-        bin_s = spec.bin_s or (spec.duration_s / 20 if spec.duration_s is not None else 1.0)
-        acc = StageAccumulator(ws, we, int(bin_s * 1e9), opts.slo)
-        lag = LoopLagMonitor()
-        cpu = CpuMeter()
-        lag.start(ws, we)
-        state = _StageState(ws, we, spec.requests)
+    with _frozen_heap():
+        async with StreamClient(
+            target.url, target.make_protocol(), target=target.label, concurrency=max(1, n_users),
+            timeouts=opts.timeouts, headers=target.headers, tokenizer=opts.tokenizer,
+        ) as client:
+            await client.warm(n_users)
+            if start_at_ns is not None:
+                await asyncio.sleep(max(0.0, (start_at_ns - _now()) / 1e9))
+            t0 = start_at_ns or _now()
+            ws = t0 + int(spec.warmup_s * 1e9)
+            far = ws + int(1e18)
+            we = ws + int(spec.duration_s * 1e9) if spec.duration_s is not None else far
+            bin_s = spec.bin_s or (spec.duration_s / 20 if spec.duration_s is not None else 1.0)
+            acc = StageAccumulator(ws, we, int(bin_s * 1e9), opts.slo)
+            lag = LoopLagMonitor()
+            cpu = CpuMeter()
+            lag.start(ws, we)
+            state = _StageState(ws, we, spec.requests)
 
-        async def user(delay_s: float) -> None:
-            if delay_s > 0:
-                await asyncio.sleep(delay_s)
-            first = True
-            while not state.stop_new:
-                req = next(requests)
-                t = _now()
-                if t >= ws and not cpu_started[0]:
-                    cpu_started[0] = True
-                    cpu.mark_start()
-                inside = state.admit(t)
-                if state.stop_new and not inside:
-                    return
-                rec = await client.stream(req, f"{tag}-{next(seq)}", start_ns=t)
-                if first:
-                    first = False
-                    if rec.end_ns < ws:
-                        state.warm_users += 1
-                acc.add(rec)
-                if inside:
-                    state.finished_inside()
-                if rec.error_class == "connect":
-                    # Nothing listens: retrying at full speed would only burn the client's CPU.
-                    await asyncio.sleep(CONNECT_BACKOFF_S)
+            async def user(delay_s: float) -> None:
+                if delay_s > 0:
+                    await asyncio.sleep(delay_s)
+                first = True
+                while not state.stop_new:
+                    req = next(requests)
+                    t = _now()
+                    if t >= ws and not cpu_started[0]:
+                        cpu_started[0] = True
+                        cpu.mark_start()
+                    inside = state.admit(t)
+                    if state.stop_new and not inside:
+                        return
+                    rec = await client.stream(req, f"{tag}-{next(seq)}", start_ns=t)
+                    if first:
+                        first = False
+                        if rec.end_ns < ws:
+                            state.warm_users += 1
+                    acc.add(rec)
+                    if inside:
+                        state.finished_inside()
+                    if rec.error_class == "connect":
+                        # Nothing listens: retrying at full speed would only burn the client's CPU.
+                        await asyncio.sleep(CONNECT_BACKOFF_S)
 
-        cpu_started = [False]
-        step = spec.ramp_s / spec.concurrency
-        tasks = [asyncio.create_task(user(u * step)) for u in users]
-        if progress is not None:
-            tasks.append(asyncio.create_task(_report_progress(progress, client, acc, state, t0)))
-        interrupted = False
-        try:
-            await state.wait_window_closed()
-            acc.close(state.we)
-            lag.close_window(state.we)
-            if cpu_started[0]:
-                cpu.mark_end()
+            cpu_started = [False]
+            step = spec.ramp_s / spec.concurrency
+            tasks = [asyncio.create_task(user(u * step)) for u in users]
+            if progress is not None:
+                tasks.append(asyncio.create_task(_report_progress(progress, client, acc, state, t0)))
+            interrupted = False
             try:
-                await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)
-                incomplete = False
-            except asyncio.TimeoutError:
-                incomplete = True
-        except asyncio.CancelledError:
-            # Ctrl-C: keep what the window measured so far, cut at this instant.
-            interrupted = incomplete = True
-            acc.close(max(acc.lo, min(acc.hi, _now())))
-        finally:
-            state.stop_new = True
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await lag.stop()
+                await state.wait_window_closed()
+                acc.close(state.we)
+                lag.close_window(state.we)
+                if cpu_started[0]:
+                    cpu.mark_end()
+                try:
+                    await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)
+                    incomplete = False
+                except asyncio.TimeoutError:
+                    incomplete = True
+            except asyncio.CancelledError:
+                # Ctrl-C: keep what the window measured so far, cut at this instant.
+                interrupted = incomplete = True
+                acc.close(max(acc.lo, min(acc.hi, _now())))
+            finally:
+                state.stop_new = True
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await lag.stop()
     health = ClientHealth(lag.hist, [cpu.pct] if cpu.pct is not None else [], acc.coalesced_reads)
     res = acc.result(
         target=target.label, url=target.url, protocol=target.protocol, concurrency=spec.concurrency,
@@ -185,8 +188,17 @@ async def run_stage(
                          "the window opened: the load may not have been steady yet (longer --warmup)")
     if interrupted:
         res.notes.append("interrupted: the window was cut short and its unfinished requests cancelled")
-        raise Interrupted(res)
+        raise _Cut(res)
     return res
+
+
+class _Cut(Exception):
+    """Inside the loop: the stage was cut short (a KeyboardInterrupt raised in a task is re-raised by
+    asyncio from the loop machinery and leaves a 'Task exception was never retrieved' behind)."""
+
+    def __init__(self, partial: StageResult) -> None:
+        super().__init__()
+        self.partial = partial
 
 
 class Interrupted(KeyboardInterrupt):
@@ -209,6 +221,18 @@ async def _report_progress(progress, client: StreamClient, acc: StageAccumulator
         last_tokens, last_t = client.tokens_seen, t
         progress({"phase": phase, "elapsed_s": (t - t0) / 1e9, "completed": acc.total.completed,
                   "failed": acc.total.failed, "tokens_per_s": tps})
+
+
+@contextmanager
+def _frozen_heap():
+    """Objects that exist when a stage starts live through it: frozen, the collector's full passes
+    (tens of ms in a big process) no longer stall the loop, and with it every chunk stamp."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class _StageState:
@@ -289,6 +313,8 @@ def run_stage_sync(target, spec, source, opts, *, stage_index=0, loop_kind="auto
                 pass  # not the main thread (e.g. Locust's loop thread): the caller handles signals
     try:
         result = loop.run_until_complete(main)
+    except _Cut as cut:
+        raise Interrupted(cut.partial) from None
     except asyncio.CancelledError:
         if interrupted:
             raise Interrupted() from None

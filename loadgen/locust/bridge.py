@@ -78,7 +78,9 @@ class Bridge:
 
     def __init__(self, loop_kind: str = "auto", switch_interval_s: float | None = DEFAULT_SWITCH_INTERVAL_S) -> None:
         self.loop = new_loop(loop_kind)
-        self.loop_kind = type(self.loop).__module__.split(".")[0]
+        selector = getattr(self.loop, "_selector", None)
+        self.loop_kind = ("stamping" if hasattr(selector, "wake_ns")
+                          else type(self.loop).__module__.split(".")[0])
         self._done: collections.deque = collections.deque()
         self._watcher = gevent.get_hub().loop.async_()
         self._watcher.start(self._drain)
