@@ -1,0 +1,180 @@
+"""`loadgen run` (a real subprocess, as a user runs it) against the baseline and the n-gram
+speculative llama-server, with the predictable, code and freetext workloads mixed.
+
+Each run is a C=1,2,4 ladder (the servers have 4 slots) of 4 s windows, 40-56 output tokens
+and 64-token prompts, the client pinned away from the servers' core, while a thread scrapes
+the server's /metrics so every stage can be held against the server's own figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .checks import check_counts, check_itl_against_metrics, check_subset_of_server_counters, pooled_acceptance
+from .llama import LlamaServer
+from .runs import LOADGEN, REPO, MetricsPoller, client_cpus, run_cli
+
+pytestmark = pytest.mark.e2e
+
+LADDER = [1, 2, 4]
+WORKLOADS = ("predictable", "code", "freetext")
+STAGE = ["--duration", "4s", "--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "64"]
+
+
+@pytest.fixture(scope="module", params=[("baseline", "completions"), ("spec", "chat")], ids=lambda p: f"{p[0]}-{p[1]}")
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, llama_server_cpu) -> dict:
+    label, protocol = request.param
+    server: LlamaServer = request.getfixturevalue(f"llama_{label}_server")
+    out = tmp_path_factory.mktemp(f"run-{label}") / "run.json"
+    cmd = LOADGEN + ["run", "--url", server.url, "--protocol", protocol, "--label", label, "--model", "gemma",
+                     "--concurrency", ",".join(map(str, LADDER)), "--workload", ":1,".join(WORKLOADS) + ":1",
+                     "--seed", "7", *STAGE, "--out", str(out)]
+    with MetricsPoller(server.url) as poller:
+        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"label": label, "protocol": protocol, "doc": json.loads(out.read_text()), "poller": poller,
+            "proc": proc, "out": out}
+
+
+def test_run_writes_every_stage_and_workload(run: dict) -> None:
+    doc, proc = run["doc"], run["proc"]
+    stages = doc["stages"]
+    assert [(s["target"], s["concurrency"], s["protocol"]) for s in stages] == [
+        (run["label"], c, run["protocol"]) for c in LADDER]
+    server = doc["run"]["targets"][0]["server"]
+    assert server["reachable"] and server["engine"] == "llama.cpp", server
+    seen = set()
+    for s in stages:
+        assert s["requests"]["completed"] >= 1 and not s["incomplete"], (s["requests"], s["notes"])
+        assert s["output_tokens_per_s"] > 0 and s["ttft"]["count"] >= 1 and s["itl"]["count"] > 0
+        seen |= set(s["workloads"])
+    assert seen == set(WORKLOADS)
+    # llama.cpp closes the connection after every streamed response although it announces
+    # keep-alive: the client's pooled connection fails before any byte and is re-sent once.
+    assert sum(s["requests"]["retries"] for s in stages) >= 1
+    assert (run["out"].with_suffix(".csv")).read_text().count("\n") >= 1 + len(LADDER)
+    assert "TTFT p50" in proc.stdout and f"{run['label']}  4" in proc.stdout
+
+
+def test_token_counts_agree_with_the_servers_usage(run: dict) -> None:
+    stages = run["doc"]["stages"]
+    for s in stages:
+        check_counts(s)
+        # every completed request ran to its max_tokens (40-56; the base model hardly stops)
+        assert 1 * s["requests"]["completed"] <= s["server_output_tokens"] <= 56 * s["requests"]["completed"]
+    check_subset_of_server_counters(stages, run["poller"])
+
+
+def test_itl_agrees_with_the_servers_decode_time(run: dict) -> None:
+    check_itl_against_metrics(run["doc"]["stages"], run["poller"])
+
+
+def test_acceptance_is_reported_per_workload(run: dict) -> None:
+    stages = run["doc"]["stages"]
+    if run["label"] == "baseline":
+        assert all(s["drafts"]["proposed"] == 0 and "accept_rate" not in s for s in stages)
+        assert run["poller"].total().drafted == 0
+        return
+    assert sum(s["drafts"]["proposed"] for s in stages) > 0
+    pred, free = pooled_acceptance(stages, "predictable"), pooled_acceptance(stages, "freetext")
+    # Copy-style prompts make the output repeat the prompt: most drafts are accepted and a
+    # large share of the output comes from drafts; open text at temperature 0.8-1.0 much less.
+    assert pred["accepted_per_token"] > free["accepted_per_token"], (pred, free)
+    if free["proposed"]:
+        assert pred["accept_rate"] > free["accept_rate"], (pred, free)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    # zombies in the group (already exited, not yet reaped by a non-reaping init) count as gone
+    return all(_gone(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == pgid)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path, llama_model: Path,
+                                                               llama_server_cpu, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with LlamaServer(model=llama_model, binary=llama_binary, cpu=llama_server_cpu, name="doomed") as srv:
+        cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--concurrency", "2,4",
+                         "--duration", "4s", "--warmup", "1s", "--workload", "freetext", "--max-tokens", "48",
+                         "--out", str(out)]
+        cpus = client_cpus(llama_server_cpu)
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        try:
+            # kill the server inside the first stage's window, with requests in flight
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and srv.metrics().get("llamacpp:tokens_predicted_total", 0) < 1:
+                time.sleep(0.2)
+            time.sleep(1.5)
+            server_pid = srv.proc.pid
+            os.kill(server_pid, signal.SIGKILL)
+            srv.proc.wait(timeout=10)
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    stages = json.loads(out.read_text())["stages"]
+    assert [s["concurrency"] for s in stages] == [2, 4]  # the run went on to the next stage
+    first, second = stages
+    fails = first["requests"]["failures"]
+    assert first["requests"]["failed"] >= 1 and fails, first["requests"]
+    # in-flight streams were cut ("disconnected"), later sends found nobody listening ("connect")
+    # (or, sent on a pooled connection the dead server had left, could not be written: "http_error")
+    assert set(fails) <= {"disconnected", "connect", "truncated", "http_error"}, fails
+    assert all(f["first_message"] for f in fails.values()), fails
+    assert second["requests"]["completed"] == 0 and set(second["requests"]["failures"]) == {"connect"}
+    assert "cannot connect to" in second["requests"]["failures"]["connect"]["first_message"]
+    assert "× connect: cannot connect" in stdout
+    # nothing left behind: neither loadgen nor anything it started, nor the server
+    assert _group_gone(proc.pid)
+    assert _gone(server_pid)
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "loadgen/client.py retries a send only once. When several llama.cpp streams end in the same "
+    "decode step the server closes all their connections, aiohttp's pool holds several dead ones, "
+    "and the retry can draw a second dead one ('ClientOSError: Can not write request body', "
+    "counted as http_error): 4-7 of ~40 requests here. Fix belongs in the client (not this suite)."))
+def test_streams_ending_together_do_not_fail(llama_baseline: str, llama_server_cpu, tmp_path: Path) -> None:
+    # Equal prompts and lengths: the 4 users' streams end in the same decode step, every time.
+    wl = tmp_path / "lockstep.jsonl"
+    wl.write_text("".join(json.dumps({"prompt": f"Count from one to ten, take {i:02d}:", "max_tokens": 8}) + "\n"
+                          for i in range(60)))
+    out = tmp_path / "run.json"
+    proc = run_cli(LOADGEN + ["run", "--url", llama_baseline, "--protocol", "completions", "--concurrency", "4",
+                              "--duration", "5s", "--warmup", "1s", "--workload", str(wl), "--out", str(out)],
+                   cpus=client_cpus(llama_server_cpu), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (stage,) = json.loads(out.read_text())["stages"]
+    assert stage["requests"]["completed"] >= 8
+    assert stage["requests"]["failed"] == 0, stage["requests"]["failures"]
