@@ -186,21 +186,26 @@ class StreamClient:
         return rec
 
     async def _send(self, payload: bytes, rec: RequestRecord):
-        """POST, retrying once if a pooled connection turns out closed before any response.
+        """POST, sending again if a pooled connection turns out closed before any response.
 
         Servers close keep-alive connections on their own schedule (llama.cpp's
         httplib drops some right after a streamed response); a request sent on
         such a socket fails before the server answered anything, so it is sent
-        again on a fresh connection. Only the second failure counts; retries
-        are counted in the stage results.
+        again. Only a failure on a fresh connection counts; retries are counted
+        in the stage results.
         """
-        for attempt in (1, 2):
+        # Each failed attempt discards one dead pooled connection; when several streams end in one
+        # decode step the server closes several at once, so allow one attempt per pooled connection.
+        attempts = 1 + min(self.concurrency, 16)
+        for attempt in range(1, attempts + 1):
             body = _StampedBody(payload)
             try:
                 resp = await self._session.post(self.url, data=body, headers=self.headers)
                 return resp, body
+            except aiohttp.ClientConnectorError:
+                raise  # nothing listens: not a stale connection
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
-                if attempt == 2:
+                if attempt == attempts:
                     raise
                 rec.retries += 1
 

@@ -160,11 +160,6 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
     assert _gone(server_pid)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "loadgen/client.py retries a send only once. When several llama.cpp streams end in the same "
-    "decode step the server closes all their connections, aiohttp's pool holds several dead ones, "
-    "and the retry can draw a second dead one ('ClientOSError: Can not write request body', "
-    "counted as http_error): 4-7 of ~40 requests here. Fix belongs in the client (not this suite)."))
 def test_streams_ending_together_do_not_fail(llama_baseline: str, llama_server_cpu, tmp_path: Path) -> None:
     # Equal prompts and lengths: the 4 users' streams end in the same decode step, every time.
     wl = tmp_path / "lockstep.jsonl"
