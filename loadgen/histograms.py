@@ -7,6 +7,7 @@ are kept as they are; fractional values (accept length) are scaled by 1000.
 
 from __future__ import annotations
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
@@ -30,12 +31,49 @@ class Hist:
     def record_float(self, value: float, count: int = 1) -> None:
         self.record(round(value * self.scale), count)
 
+    def record_many(self, values, counts=None) -> None:
+        """Record many values (in the unit, scaled like ``record_float``), each ``counts[i]`` times.
+
+        The same bucket arithmetic as hdrh's ``record_value``, done on arrays:
+        hdrh spends 1-4 µs a value in Python calls, which at a few thousand
+        chunks a second holds the event loop for tens of milliseconds when many
+        streams end together, and chunks read after such a stall are timed
+        late. Values above the highest trackable one are kept at it rather than
+        dropped, so a count never goes missing.
+        """
+        n = len(values)
+        if n == 0:
+            return
+        h = self.h
+        v = np.rint(np.asarray(values, dtype=np.float64) * self.scale).astype(np.int64)
+        np.clip(v, 1, h.highest_trackable_value, out=v)  # HDR cannot hold 0 (two chunks in one read): 1 µs
+        bits = np.frexp((v | h.sub_bucket_mask).astype(np.float64))[1]  # bit_length, exact below 2**53
+        b = bits - (h.unit_magnitude + h.sub_bucket_half_count_magnitude + 1)
+        idx = ((b + 1) << h.sub_bucket_half_count_magnitude) + (v >> (b + h.unit_magnitude)) - h.sub_bucket_half_count
+        c = np.ones(n, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+        np.add.at(_counts_view(h), idx, c)
+        h.total_count += int(c.sum())
+        h.min_value = min(h.min_value, int(v.min()))
+        h.max_value = max(h.max_value, int(v.max()))
+
     @property
     def count(self) -> int:
         return self.h.get_total_count()
 
     def add(self, other: "Hist") -> None:
-        self.h.add(other.h)
+        a, b = self.h, other.h
+        if b.total_count == 0:
+            return
+        if (a.counts_len, a.unit_magnitude, a.sub_bucket_half_count_magnitude) != (
+                b.counts_len, b.unit_magnitude, b.sub_bucket_half_count_magnitude):
+            a.add(b)  # different layouts: hdrh re-records value by value
+            return
+        # Same layout: counters add index by index (hdrh's own add walks them in Python).
+        view = _counts_view(a)
+        view += _counts_view(b)
+        a.total_count += b.total_count
+        a.min_value = min(a.min_value, b.min_value)
+        a.max_value = max(a.max_value, b.max_value)
 
     def percentile(self, p: float) -> float:
         return self._scan((p,))[1][0] / self.scale
@@ -105,6 +143,11 @@ class Hist:
         if text:
             hist.h.add(HdrHistogram.decode(text.encode("ascii")))
         return hist
+
+
+def _counts_view(h: HdrHistogram) -> np.ndarray:
+    """hdrh's counters (a ctypes array inside its encoder) as a numpy array, without a copy."""
+    return np.ctypeslib.as_array(h.counts)
 
 
 def _pkey(p: float) -> str:

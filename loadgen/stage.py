@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, LATENCY_METRICS, REGISTRY
 from loadgen.record import RequestRecord
@@ -253,6 +255,12 @@ class StageResult:
         )
 
 
+def _per_bin(t: np.ndarray, weights: np.ndarray, lo: int, width: int):
+    """(bin index, summed weight) for each bin that has samples."""
+    sums = np.bincount((t - lo) // width, weights=weights)
+    return ((int(b), sums[b]) for b in np.flatnonzero(sums))
+
+
 class StageAccumulator:
     """Folds records into a stage result as they finish."""
 
@@ -262,9 +270,12 @@ class StageAccumulator:
         """May be moved earlier by close() (request-count stages): nothing folded so far lies past it."""
         self.bin_ns = max(1, bin_ns)
         self.slo = slo or Slo()
-        self.total = MetricSet()
         self.by_workload: dict[str, MetricSet] = {}
+        """Only these are recorded into while a stage runs; the total is their merge, at ``result()``."""
         self.coalesced_reads = 0
+        self.completed = 0
+        self.failed = 0
+        """Running counts over all workloads, for progress displays."""
 
     def in_window(self, t_ns: int) -> bool:
         return self.lo <= t_ns < self.hi
@@ -277,19 +288,22 @@ class StageAccumulator:
         if rec.error_class == "cancelled" and not started_inside:
             return
         self.coalesced_reads += rec.coalesced_reads
-        for target in (self.total, ms):
-            self._fold(target, rec, started_inside)
+        if started_inside:
+            self.completed += rec.ok
+            self.failed += not rec.ok
+        self._fold(ms, rec, started_inside)
 
     def _fold(self, ms: MetricSet, rec: RequestRecord, started_inside: bool) -> None:
         lo, hi, width = self.lo, self.hi, self.bin_ns
         tl = ms.timeline
         for m in REGISTRY:
             if m.level == "chunk":
-                self._record(m, ms, rec)
-        for t, k in zip(rec.chunk_ns, rec.chunk_tokens):
-            if lo <= t < hi:
-                ms.window_tokens += k
-                tl.bump("tokens", (t - lo) // width, k)
+                self._record(m.name, ms, m.arrays(rec, lo, hi))
+        t, k, _ = BY_NAME["tokens_per_chunk"].arrays(rec, lo, hi)
+        if len(t):
+            ms.window_tokens += int(k.sum())
+            for b, n in _per_bin(t, k, lo, width):
+                tl.bump("tokens", b, int(n))
         if not started_inside:
             return
         ms.started += 1
@@ -304,7 +318,7 @@ class StageAccumulator:
         tl.bump("completed", b)
         for m in REGISTRY:
             if m.level == "request":
-                self._record(m, ms, rec)
+                self._record(m.name, ms, m.arrays(rec, lo, hi))
         n = rec.output_tokens or 0
         if rec.chunk_ns and n > 1 and rec.end_ns > rec.chunk_ns[0]:
             tl.bump("decode_rate_sum", b, (n - 1) * 1e9 / (rec.end_ns - rec.chunk_ns[0]))
@@ -322,17 +336,27 @@ class StageAccumulator:
             ms.good += 1
             tl.bump("good", b)
 
-    def _record(self, m, ms: MetricSet, rec: RequestRecord) -> None:
-        hist = ms.hists[m.name]
-        binned = m.name in BIN_HISTS
-        lo, width = self.lo, self.bin_ns
-        for t, v, c in m.samples(rec, lo, self.hi):
-            hist.record_float(v, c)
-            if binned:
-                ms.timeline.hist(m.name, (t - lo) // width).record_float(v, c)
+    def _record(self, name: str, ms: MetricSet, samples) -> None:
+        t, v, c = samples
+        if not len(t):
+            return
+        ms.hists[name].record_many(v, c)
+        if name in BIN_HISTS:
+            bins = (t - self.lo) // self.bin_ns
+            for b in np.unique(bins):
+                sel = bins == b
+                ms.timeline.hist(name, int(b)).record_many(v[sel], c[sel])
 
     def close(self, window_end_ns: int) -> None:
         self.hi = window_end_ns
+
+    @property
+    def total(self) -> MetricSet:
+        """All workloads merged (a full merge: call it once, at the end)."""
+        total = MetricSet()
+        for ms in self.by_workload.values():
+            total.merge(ms)
+        return total
 
     def result(self, **meta) -> StageResult:
         return StageResult(

@@ -1,4 +1,6 @@
-from loadgen.metrics import Metric
+import numpy as np
+
+from loadgen.metrics import Metric, chunk_arrays
 
 
 class ChunkGap(Metric):
@@ -6,9 +8,8 @@ class ChunkGap(Metric):
     level = "chunk"
     description = "each later chunk's gap to the previous chunk, once per chunk (the verify-step cadence under speculation)"
 
-    def samples(self, rec, lo_ns, hi_ns):
-        ts = rec.chunk_ns
-        for i in range(1, len(ts)):
-            t = ts[i]
-            if lo_ns <= t < hi_ns:
-                yield t, (t - ts[i - 1]) / 1000, 1
+    def arrays(self, rec, lo_ns, hi_ns):
+        ts, _, inside = chunk_arrays(rec, lo_ns, hi_ns)
+        inside = inside[1:]
+        later = ts[1:][inside]
+        return later, (ts[1:] - ts[:-1])[inside] / 1000, np.ones(len(later), np.int64)

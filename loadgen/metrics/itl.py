@@ -1,4 +1,4 @@
-from loadgen.metrics import Metric
+from loadgen.metrics import Metric, chunk_arrays
 
 
 class ITL(Metric):
@@ -6,10 +6,9 @@ class ITL(Metric):
     level = "chunk"
     description = "per token: each later chunk's gap ÷ its token count, recorded once per token"
 
-    def samples(self, rec, lo_ns, hi_ns):
-        ts, ks = rec.chunk_ns, rec.chunk_tokens
-        for i in range(1, len(ts)):
-            t = ts[i]
-            if lo_ns <= t < hi_ns:
-                k = ks[i]
-                yield t, (t - ts[i - 1]) / 1000 / k, k
+    def arrays(self, rec, lo_ns, hi_ns):
+        ts, ks, inside = chunk_arrays(rec, lo_ns, hi_ns)
+        inside = inside[1:]
+        later, k = ts[1:][inside], ks[1:][inside]
+        gaps = (ts[1:] - ts[:-1])[inside]
+        return later, gaps / 1000 / k, k

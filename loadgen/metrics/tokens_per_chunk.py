@@ -1,4 +1,6 @@
-from loadgen.metrics import Metric
+import numpy as np
+
+from loadgen.metrics import Metric, chunk_arrays
 
 
 class TokensPerChunk(Metric):
@@ -8,7 +10,7 @@ class TokensPerChunk(Metric):
     level = "chunk"
     description = "tokens carried by each chunk that carried any (first chunk included)"
 
-    def samples(self, rec, lo_ns, hi_ns):
-        for t, k in zip(rec.chunk_ns, rec.chunk_tokens):
-            if lo_ns <= t < hi_ns:
-                yield t, k, 1
+    def arrays(self, rec, lo_ns, hi_ns):
+        ts, ks, inside = chunk_arrays(rec, lo_ns, hi_ns)
+        t = ts[inside]
+        return t, ks[inside].astype(np.float64), np.ones(len(t), np.int64)
