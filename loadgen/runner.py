@@ -126,8 +126,8 @@ async def run_stage(
             lag = LoopLagMonitor()
             cpu = CpuMeter()
             lag.start(ws, we)
-            state = _StageState(ws, we, spec.requests)
-            folder = _Folder(acc)
+            state = StageState(ws, we, spec.requests)
+            folder = RecordFolder(acc)
 
             async def user(delay_s: float) -> None:
                 if delay_s > 0:
@@ -204,7 +204,7 @@ async def run_stage(
     return res
 
 
-class _Folder:
+class RecordFolder:
     """Folds finished records into the accumulator one per event-loop iteration.
 
     The loop that folds is the loop that times chunks: a socket found readable
@@ -255,14 +255,14 @@ class Interrupted(KeyboardInterrupt):
         self.partial = partial
 
 
-async def _report_progress(progress, client: StreamClient, acc: StageAccumulator, state: "_StageState",
+async def _report_progress(progress, client: StreamClient, acc: StageAccumulator, state: StageState,
                            t0: int) -> None:
     """Once a second: phase, elapsed time, requests finished, tokens/s over the last second."""
     last_tokens, last_t = client.tokens_seen, _now()
     while True:
         await asyncio.sleep(1.0)
         t = _now()
-        phase = "warm-up" if t < state.ws else "window" if not state._closed.is_set() else "cool-down"
+        phase = "warm-up" if t < state.ws else "window" if not state.window_closed else "cool-down"
         tps = (client.tokens_seen - last_tokens) / ((t - last_t) / 1e9)
         last_tokens, last_t = client.tokens_seen, t
         progress({"phase": phase, "elapsed_s": (t - t0) / 1e9, "completed": acc.completed,
@@ -281,7 +281,7 @@ def _frozen_heap():
         gc.unfreeze()
 
 
-class _StageState:
+class StageState:
     """Which requests belong to the window, and when the window and the stage end."""
 
     def __init__(self, ws: int, we: int, max_requests: int | None) -> None:
@@ -293,6 +293,10 @@ class _StageState:
         self.stop_new = False
         self._closed = asyncio.Event()
         self._inside_done = asyncio.Event()
+
+    @property
+    def window_closed(self) -> bool:
+        return self._closed.is_set()
 
     def admit(self, t: int) -> bool:
         if t >= self.we:

@@ -1,11 +1,12 @@
 """One process's share of a stage, on the asyncio side of the bridge.
 
 The same window semantics as ``loadgen run`` (loadgen/runner.py), by the same
-code where possible: ``_StageState`` decides which requests belong to the steady
+code where possible: ``StageState`` decides which requests belong to the steady
 window [ws, we), a ``StageAccumulator`` folds every finished record on the loop
-thread, and after ``we`` the load is kept up until every request started inside
-the window has finished; then the stage stops admitting, cancels what is still
-in flight (started during cool-down, not counted) and freezes its result.
+thread (one per loop iteration, ``RecordFolder``), and after ``we`` the load is
+kept up until every request started inside the window has finished; then the
+stage stops admitting, cancels what is still in flight (started during
+cool-down, not counted) and freezes its result.
 
 What differs from the runner is only who starts the users: each Locust user
 greenlet starts :meth:`LiveStage.user_loop` through the bridge and waits for it
@@ -22,7 +23,7 @@ import time
 
 from loadgen.client import StreamClient
 from loadgen.record import RequestRecord
-from loadgen.runner import CONNECT_BACKOFF_S, _StageState
+from loadgen.runner import CONNECT_BACKOFF_S, RecordFolder, StageState
 from loadgen.selfcheck import CpuMeter, LoopLagMonitor
 from loadgen.stage import ClientHealth, StageAccumulator, StageResult
 
@@ -47,7 +48,7 @@ class LiveStage:
         """False once the stage stops admitting; users read it from the gevent side to idle."""
         self.result: StageResult | None = None
         self._ready: asyncio.Event | None = None
-        self._state: _StageState | None = None
+        self._state: StageState | None = None
         self._seq = itertools.count()
         self.sink = sink
         """Called on the loop thread with batches of finished records (must be thread-safe)."""
@@ -87,11 +88,13 @@ class LiveStage:
                 we = ws + int(plan.duration_s * 1e9) if plan.duration_s is not None else far
                 bin_s = plan.bin_s or (plan.duration_s / 20 if plan.duration_s is not None else 1.0)
                 self._acc = StageAccumulator(ws, we, int(bin_s * 1e9), plan.make_slo())
+                self._folder = RecordFolder(self._acc)
+                folding = asyncio.get_running_loop().create_task(self._folder.run())
                 self._lag = LoopLagMonitor()
                 self._cpu = CpuMeter()
                 self._cpu_started = False
                 self._lag.start(ws, we)
-                self._state = state = _StageState(ws, we, plan.requests)
+                self._state = state = StageState(ws, we, plan.requests)
                 self.phase = WARMUP
                 self._ready.set()
                 try:
@@ -115,6 +118,8 @@ class LiveStage:
                     if users:
                         await asyncio.wait(users, timeout=5.0)
                     await self._lag.stop()
+                    folding.cancel()
+                    self._folder.drain()
                     self._flush()
         finally:
             self.accepting = False
@@ -159,7 +164,7 @@ class LiveStage:
             self._users.discard(task)
 
     async def _loop(self, state) -> None:
-        client, acc, requests, seq = self._client, self._acc, self._requests, self._seq
+        client, folder, requests, seq = self._client, self._folder, self._requests, self._seq
         while not state.stop_new:
             req = next(requests)
             t = _now()
@@ -180,7 +185,7 @@ class LiveStage:
                     self.cancelled_inside += 1
                     state.finished_inside()
                 raise
-            acc.add(rec)
+            folder.put(rec)
             if inside:
                 state.finished_inside()
             self._emit(rec)
