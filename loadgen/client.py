@@ -40,6 +40,13 @@ class _StampingHandler(ResponseHandler):
         selector = getattr(loop, "_selector", None)
         self._clock = (lambda: selector.wake_ns) if hasattr(selector, "wake_ns") else _now
 
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        # Best of all, the kernel's receive time of the bytes (loadgen.loops' default loop).
+        if getattr(transport, "_kernel_stamps", False):
+            poll_clock = self._clock
+            self._clock = lambda: transport.rx_ns or poll_clock()
+
     def data_received(self, data: bytes) -> None:
         if data:  # aiohttp calls it with b"" to resume its own parsing: no bytes arrived then
             self.rx_marks.append(self._clock())

@@ -29,10 +29,10 @@ from loadgen.runner import RunOptions, StageSpec, new_event_loop, run_stage_proc
 from loadgen.target import Target
 
 
-def _fetch_truth(url: str) -> dict:
+def _fetch_truth(url: str) -> dict | list:
     async def go():
         async with aiohttp.ClientSession() as s:
-            async with s.get(url + "/truth?clear=1") as r:
+            async with s.get(url + "?clear=1") as r:
                 return orjson.loads(await r.read())
 
     loop = new_event_loop()
@@ -42,21 +42,29 @@ def _fetch_truth(url: str) -> dict:
         loop.close()
 
 
-def _truth_summary(truth: dict, ws: int, we: int, sent: dict | None = None) -> dict:
-    """Truth summaries; TTFT starts at the client's send time when known (``sent``: rid → ns)."""
+def _truth_summary(recs: list, ws: int, we: int) -> dict:
+    """TTFT, ITL and chunk gap summaries of rebuilt records, windowed as a stage windows the client's."""
     out = {}
-    sent = sent or {}
-    recs = [truth_record(rid, sent.get(rid, v["received_ns"]), v["sends"]) for rid, v in truth.items()]
     for name in ("ttft", "itl", "chunk_gap"):
         m = BY_NAME[name]
         h = m.new_hist()
         for r in recs:
-            if m.level == "chunk":
-                m.observe(r, h, ws, we)
-            elif ws <= r.start_ns < we:
+            if m.level == "chunk" or ws <= r.start_ns < we:
                 m.observe(r, h, ws, we)
         out[name] = h.summary(m.divisor)
     return out
+
+
+def _errors(res, truth: dict) -> dict:
+    d = res.to_dict()
+    point = {"client_bound": d["client"]["client_bound"], "cpu_pct": d["client"]["cpu_pct"],
+             "lag_p99_ms": d["client"]["loop_lag_ms"].get("p99")}
+    for name in ("ttft", "itl", "chunk_gap"):
+        for p in ("p50", "p99"):
+            c, t = d[name].get(p), truth[name].get(p)
+            point[f"{name}_{p}_truth"] = t
+            point[f"{name}_{p}_err"] = None if c is None or t is None else round(c - t, 3)
+    return point
 
 
 def run_point(streams: int, interval_ms: float, tokens: str = "1", mode: str = "lockstep",
@@ -77,17 +85,63 @@ def run_point(streams: int, interval_ms: float, tokens: str = "1", mode: str = "
             spec = StageSpec(streams, duration_s=duration_s, warmup_s=warmup_s, ramp_s=ramp_s)
             res = run_stage_processes(Target("bench", url, "sglang"), spec, source, RunOptions(),
                                       processes=processes, on_record=keep_sent if processes == 1 else None)
-        truth = _truth_summary(_fetch_truth(url), res.window_start_ns, res.window_end_ns, sent)
-    d = res.to_dict()
+        log = _fetch_truth(url + "/truth")
+    recs = [truth_record(rid, sent.get(rid, v["received_ns"]), v["sends"]) for rid, v in log.items()]
     point = {"streams": streams, "interval_ms": interval_ms, "mode": mode, "processes": processes,
-             "chunks_per_s": round(streams * 1000 / interval_ms), "client_bound": d["client"]["client_bound"],
-             "cpu_pct": d["client"]["cpu_pct"], "lag_p99_ms": d["client"]["loop_lag_ms"].get("p99")}
-    for name in ("ttft", "itl", "chunk_gap"):
-        for p in ("p50", "p99"):
-            c, t = d[name].get(p), truth[name].get(p)
-            point[f"{name}_{p}_truth"] = t
-            point[f"{name}_{p}_err"] = None if c is None or t is None else round(c - t, 3)
+             "chunks_per_s": round(streams * 1000 / interval_ms)}
+    point.update(_errors(res, _truth_summary(recs, res.window_start_ns, res.window_end_ns)))
     return point
+
+
+# Prompts of each kind the simulator's acceptance model tells apart (copy, code, chat, free text).
+SIM_PROMPTS = (
+    "Copy this sentence exactly: the quick brown fox jumps over the lazy dog near the river bank.",
+    "Write a short poem about autumn leaves falling in a quiet park at dusk.",
+    "def add(a, b):\n    return a + b\n# Rewrite this function with type hints and a docstring.",
+    "What is a good way to learn to cook simple meals at home?",
+)
+
+
+def sim_point(concurrency: int, duration_s: float = 30.0, warmup_s: float = 5.0, max_tokens: int = 100) -> dict:
+    """The stage runner against the speculative simulator's own event log (the issue's accuracy target).
+
+    pcie-8gpu-eagle3 in spec mode at real speed, multi-token chunks of 1-4
+    tokens; every user's requests cycle through prompts of each kind. Truth:
+    the simulator's write time of each event carrying tokens, from the
+    client's write of the request.
+    """
+    from loadgen.sim.process import SimProcess
+
+    sent: dict[str, int] = {}
+
+    def keep_sent(rec) -> None:
+        sent[rec.server_id or rec.rid] = rec.t0_ns
+
+    reqs = [GenRequest(workload="bench", prompt=p, max_tokens=max_tokens, ignore_eos=True) for p in SIM_PROMPTS]
+    # Room for every stream in the running batch: the target is the client's error, not queueing.
+    with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", seed=7, cpu=0,
+                    extra_args=("--max-running-requests", str(max(64, concurrency)))) as sim:
+        with pinned(1):
+            spec = StageSpec(concurrency, duration_s=duration_s, warmup_s=warmup_s, ramp_s=min(2.0, warmup_s / 2))
+            res = run_stage_processes(Target("sim", sim.url, "sglang"), spec, _CycleSource(reqs), RunOptions(),
+                                      processes=1, on_record=keep_sent)
+        log = _fetch_truth(sim.url + "/loadgen/truth")
+    recs = [truth_record(t["rid"], sent[t["rid"]], [(ts, n) for ts, n in t["events"] if n > 0])
+            for t in log if t["rid"] in sent]
+    point = {"concurrency": concurrency, "requests": res.total.completed,
+             "chunks": res.total.hists["chunk_gap"].count}
+    point.update(_errors(res, _truth_summary(recs, res.window_start_ns, res.window_end_ns)))
+    return point
+
+
+class _CycleSource:
+    """Picklable seed → endless cycle over some requests, each user starting at its own place."""
+
+    def __init__(self, reqs: list[GenRequest]) -> None:
+        self.reqs = reqs
+
+    def __call__(self, seed: int):
+        return itertools.cycle(self.reqs)
 
 
 class _RepeatSource:
@@ -135,6 +189,10 @@ def memory_growth(tokens_target: int = 10_000_000, streams: int = 100) -> dict:
 def _fmt(points: list[dict]) -> str:
     cols = ["mode", "streams", "chunks_per_s", "processes", "ttft_p50_err", "ttft_p99_err", "itl_p50_err",
             "itl_p99_err", "chunk_gap_p99_err", "lag_p99_ms", "cpu_pct", "client_bound"]
+    return _table(points, cols)
+
+
+def _table(points: list[dict], cols: list[str]) -> str:
     rows = [cols] + [[str(p.get(c)) for c in cols] for p in points]
     w = [max(len(r[i]) for r in rows) for i in range(len(cols))]
     return "\n".join("  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows)
@@ -147,12 +205,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="lockstep,staggered")
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--processes", default="1", help="comma-separated process counts to try")
+    ap.add_argument("--sim", default="", metavar="C,C",
+                    help="also measure against the speculative simulator at these concurrencies (e.g. 1,50)")
     ap.add_argument("--memory", type=int, default=0, metavar="TOKENS",
                     help="also measure memory growth over a stage of this many tokens (e.g. 10000000)")
     ap.add_argument("--json", default=None, help="write the points to this file too")
     a = ap.parse_args(argv)
     if len(os.sched_getaffinity(0)) < 2:
         print("note: fewer than 2 cores: server and client share one; errors include the server's own lag")
+    if a.sim:
+        print("stage runner vs the speculative simulator's event log (errors in ms; target |p50|, |p99| <= 0.5):")
+        rows = [sim_point(int(c), duration_s=max(a.duration, 30.0)) for c in a.sim.split(",")]
+        cols = ["concurrency", "requests", "chunks", "ttft_p50_err", "ttft_p99_err", "itl_p50_err", "itl_p99_err",
+                "chunk_gap_p50_err", "chunk_gap_p99_err", "lag_p99_ms", "client_bound"]
+        print(_table(rows, cols))
     points = []
     for mode in a.modes.split(","):
         for procs in (int(x) for x in a.processes.split(",")):
