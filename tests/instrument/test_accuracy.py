@@ -63,21 +63,18 @@ def test_k_token_chunks_count_as_k_tokens(protocol):
 
 
 @pytest.mark.parametrize("concurrency,mode", [(1, "staggered"), (50, "lockstep")])
-def test_ttft_itl_chunk_gap_p50_within_half_a_millisecond_of_truth(concurrency, mode):
+def test_ttft_itl_chunk_gap_within_half_a_millisecond_of_truth(concurrency, mode):
     # Constant 2-token chunks: with a mixed pattern the per-token ITL is multimodal and its p50 sits on
     # a cliff between modes, where a 0.1 ms shift of one sample moves it by milliseconds.
     with schedserver("--tokens", "2", "--interval-ms", "10", "--ttft-ms", "30", "--mode", mode) as url, \
             pinned(1):
         # C=1: 40 short requests, so TTFT p99 is not just the one slowest request of a handful
         _, _, cmp = measure(url, "sglang", concurrency, 3 if concurrency > 1 else 40, 60 if concurrency > 1 else 20)
-    # p50 to half a millisecond. The p99 targets (issue 3) are timing figures that any other process on
-    # the machine can spoil, so they live in `loadgen bench client`; here p99 only has to be sane.
+    # Chunks carry the kernel's receive stamp, so neither the client's loop nor its wake-up shows:
+    # p50 to half a millisecond, and p99 to one (the issue's p99 targets, with the benchmark's
+    # figures, are in `loadgen bench client`; a busy machine can still delay the server's own
+    # write stamps, hence the wider p99 bound).
     for name in ("ttft", "itl", "chunk_gap"):
-        # Lock-step TTFT at C=50 is the known weak spot (measured 0.1-1.0 ms p50 on a quiet machine): the
-        # server's write burst spans longer than the client's first wake-up, and first chunks landing
-        # while the client handles that wake-up's 50 events get the next poll's stamp. Gaps between
-        # chunks of one stream shift alike, so ITL and chunk gap stay within 0.5 ms.
-        p50_limit = 2.0 if (name == "ttft" and mode == "lockstep" and concurrency > 1) else 0.5
-        assert abs(cmp[name]["error_p50"]) <= p50_limit, (name, "p50", cmp[name])
-        assert abs(cmp[name]["error_p99"]) <= 5.0, (name, "p99", cmp[name])
+        assert abs(cmp[name]["error_p50"]) <= 0.5, (name, "p50", cmp[name])
+        assert abs(cmp[name]["error_p99"]) <= 1.0, (name, "p99", cmp[name])
     assert cmp["tokens_per_chunk"]["error_p50"] == 0

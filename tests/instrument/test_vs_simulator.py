@@ -97,7 +97,7 @@ async def _staggered(url, concurrency, per_user):
 
 
 @pytest.mark.parametrize("concurrency", [1, 50])
-def test_ttft_itl_chunk_gap_p50_within_half_a_millisecond_of_the_simulator(spec_sim, concurrency):
+def test_ttft_itl_chunk_gap_within_half_a_millisecond_of_the_simulator(spec_sim, concurrency):
     loop = new_event_loop()
     try:
         with pinned(1), _frozen_heap():  # as the stage runner measures
@@ -110,9 +110,10 @@ def test_ttft_itl_chunk_gap_p50_within_half_a_millisecond_of_the_simulator(spec_
     truths = [truth_record(r.rid, r.sent_ns, [(ts, n) for ts, n in by_id[r.server_id]["events"] if n > 0])
               for r in records]
     cmp = compare(records, truths)
-    # p50 to half a millisecond. The p99 targets (issue 3) are timing figures that any other process on
-    # the machine can spoil, so they live in `loadgen bench client`; here p99 only has to be sane.
+    # Kernel receive stamps: p50 to half a millisecond, p99 to one (measured 0.00-0.13 ms on a quiet
+    # machine, `loadgen bench client --sim 1,50`; the simulator's own write stamps can slip when the
+    # machine is busy).
     for name in ("ttft", "itl", "chunk_gap"):
         assert abs(cmp[name]["error_p50"]) <= 0.5, (name, "p50", cmp[name])
-        assert abs(cmp[name]["error_p99"]) <= 5.0, (name, "p99", cmp[name])
+        assert abs(cmp[name]["error_p99"]) <= 1.0, (name, "p99", cmp[name])
     assert cmp["tokens_per_chunk"]["error_p50"] == 0 and cmp["tokens_per_chunk"]["error_p99"] == 0
