@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from loadgen.bench.live_truth import live_crossover
 from loadgen.sim.model import true_crossovers
 from loadgen.sim.virtual import simulated_crossovers, workload_mix
 
@@ -48,6 +49,12 @@ def one_run(profile: str, seed: int, ladder: str, time_scale: float, duration: s
         "candidates": len(a.get("candidates", []))}
 
 
+def _chat_source():
+    from loadgen.workload import Lengths, resolve
+
+    return resolve("chat", Lengths.parse(None, "200", None, True)).requests
+
+
 def score(found: list[dict], truth: list[float]) -> dict:
     covered = close = 0
     for t in truth:
@@ -63,10 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="loadgen bench crossover", description=__doc__)
     ap.add_argument("--profiles", default="pcie-8gpu-eagle3,two-crossovers,no-crossover")
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--time-scale", type=float, default=2.5,
-                    help="simulator speed-up; above ~4 the client's own turnaround favours speculation by ~1 %%")
+    ap.add_argument("--time-scale", type=float, default=5.0,
+                    help="simulator speed-up (the live truth is measured at the same one)")
     ap.add_argument("--duration", default="6s")
     ap.add_argument("--refine-budget", type=int, default=4)
+    ap.add_argument("--truth", choices=("live", "virtual"), default="live",
+                    help="score against the crossover measured live from the simulator's own token counter "
+                         "(long stages around it, same time-scale; default) or the scheduler in virtual time")
+    ap.add_argument("--truth-duration", type=float, default=40.0, help="seconds per live truth stage")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = []
@@ -79,6 +90,21 @@ def main(argv: list[str] | None = None) -> int:
                        for f in (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7)})
         truth = [x.concurrency for x in simulated_crossovers(profile, grid, mix=mix)] if grid else []
         print(f"{profile}: true crossovers (scheduler in virtual time) {[round(t, 1) for t in truth]}", flush=True)
+        if a.truth == "live" and truth:
+            live = []
+            for v in truth:
+                around = sorted({max(1, round(v * f)) for f in (0.6, 0.72, 0.85, 1.0, 1.2)})
+                fit = live_crossover(profile, around, _chat_source(), time_scale=a.time_scale,
+                                     duration_s=a.truth_duration)["crossover"]
+                if fit is None or not around[0] <= fit[0] <= around[-1]:
+                    print(f"{profile}: no live crossover in {around} near the virtual {v:.1f}; "
+                          "scoring against the virtual one", flush=True)
+                    live.append(v)
+                else:
+                    print(f"{profile}: live crossover {fit[0]:.1f} (90 % {fit[1]:.1f}-{fit[2]:.1f}) "
+                          f"near the virtual {v:.1f}", flush=True)
+                    live.append(fit[0])
+            truth = live
         tally = {"covered_all": 0, "close_all": 0, "count_right": 0, "runs": 0}
         for seed in range(a.seeds):
             r = one_run(profile, seed, LADDERS.get(profile, "1,2,5,10,30,70,100,250"), a.time_scale, a.duration,
