@@ -26,11 +26,15 @@ from loadgen.runner import RunOptions
 from loadgen.target import Target
 
 DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
+REGISTERED_DEFAULTS: dict = {}
+"""The parser's defaults, to tell a flag left alone from one given (for --config)."""
 PRIMARY = "output_tokens_per_s"
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_", metavar="RESULTS", help="analyse a finished run (its run.json or folder)")
+    p.add_argument("--config", metavar="TOML", help="the ramp config Locust reads (scenarios/example.toml): run, slo, "
+                   "two [targets] (baseline first; each may have start/health/stop_signal), simulator; flags win")
     p.add_argument("--out", default="results/crossover", help="output folder (default results/crossover)")
     p.add_argument("--baseline-url", help="baseline server; omit both URLs to use the embedded simulator")
     p.add_argument("--spec-url", help="speculative server")
@@ -62,6 +66,7 @@ def register(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--sim-profile", default="pcie-8gpu-eagle3")
     sim.add_argument("--sim-time-scale", type=float, default=5.0,
                      help="run the simulated schedule this many times faster (default 5)")
+    REGISTERED_DEFAULTS.update(vars(p.parse_known_args([])[0]))
 
 
 def _source_factory(args):
@@ -71,7 +76,40 @@ def _source_factory(args):
     return lambda spec: resolve(spec, lengths).requests
 
 
+def apply_config(args, path: str) -> list:
+    """Fill the flags the user left at their defaults from a ramp config; its targets (TargetConf list)."""
+    from loadgen.locust.config import load as load_config
+
+    cfg = load_config(path)
+    d = REGISTERED_DEFAULTS
+
+    def unset(name: str) -> bool:
+        return getattr(args, name) == d.get(name)
+
+    fill = {
+        "ladder": ",".join(map(str, cfg.ladder)), "workloads": cfg.workload, "max_tokens": cfg.max_tokens,
+        "prompt_tokens": cfg.prompt_tokens, "ignore_eos": cfg.ignore_eos or None, "tokenizer": cfg.tokenizer,
+        "requests": cfg.requests, "seed": cfg.seed or None,
+        "duration": f"{cfg.duration_s}s" if cfg.duration_s is not None else None,
+        "warmup": f"{cfg.warmup_s}s", "read_timeout": f"{cfg.read_timeout_s}s",
+        "slo": ",".join(f"{k}={v:g}" for k, v in cfg.slo.items()) or None,
+        "sim_profile": cfg.simulator.profile, "sim_time_scale": cfg.simulator.time_scale,
+    }
+    for name, value in fill.items():
+        if value is not None and unset(name):
+            setattr(args, name, value)
+    args.single_workload = args.workloads == cfg.workload  # the config names one workload (a mix "code:2,chat:1" too)
+    if cfg.targets:
+        if len(cfg.targets) != 2:
+            raise LoadgenError(f"{cfg.source}: targets: loadgen crossover needs exactly two "
+                               f"(baseline first, speculative second), got {len(cfg.targets)}")
+        if args.baseline_url is None and args.spec_url is None:
+            args.baseline_url, args.spec_url = cfg.targets[0].url, cfg.targets[1].url
+    return cfg.targets
+
+
 def run(args) -> int:
+    targets_conf = apply_config(args, args.config) if args.config else []
     if args.from_:
         path = Path(args.from_)
         doc = load(path / "run.json" if path.is_dir() else path)
@@ -92,7 +130,10 @@ def run(args) -> int:
         tokenizer = load_tokenizer(args.tokenizer)
     opts = RunOptions(slo=slo(args.slo), timeouts=Timeouts(read_s=duration(args.read_timeout, "--read-timeout")),
                       tokenizer=tokenizer, seed=args.seed)
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if getattr(args, "single_workload", False):
+        workloads = [args.workloads.strip()]
+    else:
+        workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     make_source = _source_factory(args)
     for w in workloads:
         make_source(w)  # a bad workload name fails here, before any server starts
@@ -109,9 +150,22 @@ def run(args) -> int:
                 if cmd:
                     commands[label] = ServerCommand(label, cmd, url.rstrip("/") + args.health_path,
                                                     log_path=out / f"{label}.server.log")
+            for label, tc in zip(("baseline", "spec"), targets_conf):
+                if tc.start and label not in commands:
+                    commands[label] = ServerCommand(label, tc.start, tc.url.rstrip("/") + tc.health,
+                                                    stop_signal=tc.stop_signal, startup_timeout_s=tc.startup_timeout_s,
+                                                    log_path=out / f"{label}.server.log")
         hdrs = headers(args.header)
         targets = [Target("baseline", base_url, args.protocol, args.model, dict(hdrs)),
                    Target("spec", spec_url, args.protocol, args.model, dict(hdrs))]
+        for t, tc in zip(targets, targets_conf):  # the config's per-target settings, unless a flag said otherwise
+            if args.protocol == REGISTERED_DEFAULTS["protocol"]:
+                t.protocol = tc.protocol
+            if args.model == REGISTERED_DEFAULTS["model"]:
+                t.model = tc.model
+            if not args.header:
+                t.headers = dict(tc.headers)
+            t.spec_details = tc.spec_details
         plan = RampPlan(targets=targets, ladder=concurrencies, workloads=workloads, make_source=make_source, opts=opts,
                         duration_s=None if args.requests else duration(args.duration),
                         requests=args.requests, warmup_s=duration(args.warmup, "--warmup"),

@@ -10,11 +10,14 @@ scenarios/example.toml for every key with its default.
                  connect_timeout, read_timeout, loop, keep_parts
     [slo]        ttft_ms, tpot_ms, itl_ms, e2e_ms
     [targets.X]  url, protocol, model, headers, spec_details   (stages alternate in file order)
+                 start, health, stop_signal, startup_timeout (loadgen crossover: a command
+                 that starts the server, run one target at a time)
     [simulator]  profile, time_scale, seed, modes, pin         (used when no [targets] is given)
 """
 
 from __future__ import annotations
 
+import signal
 import socket
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -38,6 +41,11 @@ class TargetConf:
     model: str = "default"
     headers: dict = field(default_factory=dict)
     spec_details: bool = False
+    start: str | None = None
+    """Command that starts this server (``loadgen crossover`` runs one target at a time)."""
+    health: str = "/health"
+    stop_signal: str = "SIGINT"
+    startup_timeout_s: float = 900.0
 
     def as_dict(self) -> dict:
         return {"label": self.label, "url": self.url, "protocol": self.protocol, "model": self.model,
@@ -187,7 +195,8 @@ RUN_KEYS = ("ladder", "warmup", "duration", "requests", "seed", "workload", "pro
             "ignore_eos", "tokenizer", "out", "bin", "max_cooldown", "connect_timeout", "read_timeout", "loop",
             "keep_parts")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details")
+TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
+               "startup_timeout")
 SIM_KEYS = ("profile", "time_scale", "seed", "modes", "pin")
 TOP_KEYS = ("run", "slo", "targets", "simulator", "tool")
 
@@ -268,6 +277,18 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
             tc.headers = {k: c.string(f"{key}.headers.{k}", v) for k, v in h.items()}
         if "spec_details" in t:
             tc.spec_details = c.boolean(f"{key}.spec_details", t["spec_details"])
+        if "start" in t:
+            tc.start = c.string(f"{key}.start", t["start"]).strip() or None
+        if "health" in t:
+            tc.health = c.string(f"{key}.health", t["health"])
+            if not tc.health.startswith("/"):
+                raise c.fail(f"{key}.health", f"expected a path like \"/health\", got {tc.health!r}")
+        if "stop_signal" in t:
+            tc.stop_signal = c.string(f"{key}.stop_signal", t["stop_signal"]).upper()
+            if not isinstance(getattr(signal, tc.stop_signal, None), signal.Signals):
+                raise c.fail(f"{key}.stop_signal", f"unknown signal {t['stop_signal']!r} (e.g. SIGINT, SIGTERM)")
+        if "startup_timeout" in t:
+            tc.startup_timeout_s = c.seconds(f"{key}.startup_timeout", t["startup_timeout"])
         cfg.targets.append(tc)
 
     sim = c.table("simulator", doc.get("simulator", {}))

@@ -53,6 +53,45 @@ def test_started_servers_one_at_a_time(tmp_path):
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
+def test_config_file_shared_with_locust_starts_servers_and_flags_win(tmp_path):
+    port = free_port()
+    sim = f"{sys.executable} -m loadgen sim --port {port} --time-scale 10 --profile pcie-8gpu-eagle3 --mode"
+    out = tmp_path / "xo"
+    cfg = tmp_path / "ramp.toml"
+    cfg.write_text(f"""
+[run]
+ladder = [1, 3]
+duration = "2s"
+warmup = "0.5s"
+workload = "code:1,chat:1"
+max_tokens = 40
+out = "{tmp_path / 'ignored'}"
+
+[targets.base]
+url = "http://127.0.0.1:{port}"
+start = "{sim} baseline"
+stop_signal = "SIGTERM"
+
+[targets.eagle]
+url = "http://127.0.0.1:{port}"
+start = "{sim} spec"
+health = "/health_generate"
+
+[tool.locust]
+headless = true
+""")
+    p = loadgen("crossover", "--config", str(cfg), "--ladder", "2", "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    # --ladder won over the file's; the mix is one workload (one ladder), its requests code and chat
+    assert [(s["target"], s["concurrency"]) for s in doc["stages"]] == [("baseline", 2), ("spec", 2)]
+    assert set().union(*(s["workloads"] for s in doc["stages"])) == {"code", "chat"}
+    assert doc["run"]["servers"]["spec"]["speculative"] is True
+    assert "stopping baseline" in p.stderr
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
 def test_errors_are_one_line(tmp_path):
     port = free_port()
     cases = [
@@ -61,7 +100,14 @@ def test_errors_are_one_line(tmp_path):
         (["--baseline-url", f"http://127.0.0.1:{port}", "--spec-url", f"http://127.0.0.1:{port}",
           "--baseline-start", f"{sys.executable} -c 'import sys; sys.exit(4)'", "--ladder", "1"], "status 4"),
         (["--workloads", "nosuch", "--ladder", "1"], "nosuch"),
+        (["--config", str(tmp_path / "nope.toml")], "config file not found"),
     ]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[targets.a]\nurl = "http://127.0.0.1:1"\nstop_signal = "SIGNOPE"\n')
+    cases.append((["--config", str(bad)], "targets.a.stop_signal"))
+    one = tmp_path / "one.toml"
+    one.write_text('[targets.a]\nurl = "http://127.0.0.1:1"\n')
+    cases.append((["--config", str(one)], "exactly two"))
     for args, words in cases:
         p = loadgen("crossover", *args, "--out", str(tmp_path / "o"), timeout=120)
         lines = p.stderr.strip().splitlines()
