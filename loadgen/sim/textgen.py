@@ -24,7 +24,7 @@ _VOCAB = tuple(
     good new high low fast slow clear short long early late useful common basic main best
     because while where after before during between through about into over under again""".split()
 )
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
+_WORD = re.compile(r"[A-Za-z]{3,}")  # letters only: every echoed word must be exactly one token
 _PASSAGE = re.compile(r'"([^"]{8,})"|\u201c([^\u201d]{8,})\u201d|```(?:\w*\n)?(.+?)```', re.S)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loadgen import tokens
@@ -115,6 +115,8 @@ def test_predictability_order_and_temperature():
 @settings(max_examples=60, deadline=None)
 @given(prompt=st.text(min_size=0, max_size=200), kind=st.sampled_from(["copy", "chat", "creative"]),
        n=st.integers(1, 120), seed=st.integers(0, 10))  # fmt: skip
+@example(prompt="AA-", kind="chat", n=30, seed=0)  # an echoed prompt word with a hyphen was two tokens
+@example(prompt="don't x-ray O'Neil", kind="creative", n=60, seed=1)
 def test_text_tokens_agree(prompt, kind, n, seed):
     import random
 
