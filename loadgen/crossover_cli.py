@@ -26,8 +26,6 @@ from loadgen.runner import RunOptions
 from loadgen.target import Target
 
 DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
-REGISTERED_DEFAULTS: dict = {}
-"""The parser's defaults, to tell a flag left alone from one given (for --config)."""
 PRIMARY = "output_tokens_per_s"
 
 
@@ -66,7 +64,6 @@ def register(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--sim-profile", default="pcie-8gpu-eagle3")
     sim.add_argument("--sim-time-scale", type=float, default=5.0,
                      help="run the simulated schedule this many times faster (default 5)")
-    REGISTERED_DEFAULTS.update(vars(p.parse_known_args([])[0]))
 
 
 def _source_factory(args):
@@ -76,12 +73,22 @@ def _source_factory(args):
     return lambda spec: resolve(spec, lengths).requests
 
 
-def apply_config(args, path: str) -> list:
-    """Fill the flags the user left at their defaults from a ramp config; its targets (TargetConf list)."""
+def _defaults() -> dict:
+    """The parser's defaults, to tell a flag left alone from one given (for --config)."""
+    p = argparse.ArgumentParser(add_help=False)
+    register(p)
+    return vars(p.parse_args([]))
+
+
+def apply_config(args, path: str, d: dict) -> tuple[list, bool]:
+    """Fill the flags the user left at their defaults ``d`` from a ramp config.
+
+    Returns its targets (TargetConf list) and whether ``args.workloads`` is the
+    config's one workload (a mix such as "code:2,chat:1" is one, not two).
+    """
     from loadgen.locust.config import load as load_config
 
     cfg = load_config(path)
-    d = REGISTERED_DEFAULTS
 
     def unset(name: str) -> bool:
         return getattr(args, name) == d.get(name)
@@ -98,18 +105,18 @@ def apply_config(args, path: str) -> list:
     for name, value in fill.items():
         if value is not None and unset(name):
             setattr(args, name, value)
-    args.single_workload = args.workloads == cfg.workload  # the config names one workload (a mix "code:2,chat:1" too)
     if cfg.targets:
         if len(cfg.targets) != 2:
             raise LoadgenError(f"{cfg.source}: targets: loadgen crossover needs exactly two "
                                f"(baseline first, speculative second), got {len(cfg.targets)}")
         if args.baseline_url is None and args.spec_url is None:
             args.baseline_url, args.spec_url = cfg.targets[0].url, cfg.targets[1].url
-    return cfg.targets
+    return cfg.targets, args.workloads == cfg.workload
 
 
 def run(args) -> int:
-    targets_conf = apply_config(args, args.config) if args.config else []
+    defaults = _defaults()
+    targets_conf, one_workload = apply_config(args, args.config, defaults) if args.config else ([], False)
     if args.from_:
         path = Path(args.from_)
         doc = load(path / "run.json" if path.is_dir() else path)
@@ -130,7 +137,7 @@ def run(args) -> int:
         tokenizer = load_tokenizer(args.tokenizer)
     opts = RunOptions(slo=slo(args.slo), timeouts=Timeouts(read_s=duration(args.read_timeout, "--read-timeout")),
                       tokenizer=tokenizer, seed=args.seed)
-    if getattr(args, "single_workload", False):
+    if one_workload:
         workloads = [args.workloads.strip()]
     else:
         workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -159,9 +166,9 @@ def run(args) -> int:
         targets = [Target("baseline", base_url, args.protocol, args.model, dict(hdrs)),
                    Target("spec", spec_url, args.protocol, args.model, dict(hdrs))]
         for t, tc in zip(targets, targets_conf):  # the config's per-target settings, unless a flag said otherwise
-            if args.protocol == REGISTERED_DEFAULTS["protocol"]:
+            if args.protocol == defaults["protocol"]:
                 t.protocol = tc.protocol
-            if args.model == REGISTERED_DEFAULTS["model"]:
+            if args.model == defaults["model"]:
                 t.model = tc.model
             if not args.header:
                 t.headers = dict(tc.headers)

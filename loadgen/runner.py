@@ -207,13 +207,13 @@ async def run_stage(
 class RecordFolder:
     """Folds finished records into the accumulator one per event-loop iteration.
 
-    The loop that folds is the loop that times chunks: a socket found readable
-    by a poll is stamped with the poll's instant, which is right only if its
-    callback runs soon after. When many streams end in one decode step, folding
-    all their records in one go held the loop for tens of milliseconds (50
-    streams of 200 chunks: 60 ms), and reads that arrived meanwhile were stamped
-    with the stale instant, up to that much early. One record per iteration
-    keeps each hold to about a third of a millisecond (200 chunks).
+    The loop that folds is the loop that reads the streams and sends the next
+    requests. When many streams end in one decode step, folding all their
+    records in one go held it for tens of milliseconds (50 streams of 200
+    chunks: 60 ms): every user's next request waited that long, and where the
+    kernel gives no receive stamp (loadgen.loops) reads that arrived meanwhile
+    were stamped with a stale poll instant. One record per iteration keeps each
+    hold to about a third of a millisecond (200 chunks).
     """
 
     def __init__(self, acc: StageAccumulator) -> None:

@@ -296,10 +296,10 @@ class StageAccumulator:
     def _fold(self, ms: MetricSet, rec: RequestRecord, started_inside: bool) -> None:
         lo, hi, width = self.lo, self.hi, self.bin_ns
         tl = ms.timeline
-        for m in REGISTRY:
-            if m.level == "chunk":
-                self._record(m.name, ms, m.arrays(rec, lo, hi))
-        t, k, _ = BY_NAME["tokens_per_chunk"].arrays(rec, lo, hi)
+        chunks = {m.name: m.arrays(rec, lo, hi) for m in REGISTRY if m.level == "chunk"}
+        for name, samples in chunks.items():
+            self._record(name, ms, samples)
+        t, k, _ = chunks["tokens_per_chunk"]  # its samples are the window's chunks and their tokens
         if len(t):
             ms.window_tokens += int(k.sum())
             for b, n in _per_bin(t, k, lo, width):

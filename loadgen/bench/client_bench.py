@@ -11,19 +11,15 @@ of the request, as the client defines it). Error = client − truth.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import os
-import resource
 import time
 
 import aiohttp
 import orjson
 
 from loadgen.bench.procs import pinned, schedserver
-from loadgen.bench.truth import truth_record
-from loadgen.histograms import Hist
-from loadgen.metrics import BY_NAME
+from loadgen.bench.truth import summarize, truth_record
 from loadgen.request import GenRequest
 from loadgen.runner import RunOptions, StageSpec, new_event_loop, run_stage_processes
 from loadgen.target import Target
@@ -42,24 +38,23 @@ def _fetch_truth(url: str) -> dict | list:
         loop.close()
 
 
-def _truth_summary(recs: list, ws: int, we: int) -> dict:
-    """TTFT, ITL and chunk gap summaries of rebuilt records, windowed as a stage windows the client's."""
-    out = {}
-    for name in ("ttft", "itl", "chunk_gap"):
-        m = BY_NAME[name]
-        h = m.new_hist()
-        for r in recs:
-            if m.level == "chunk" or ws <= r.start_ns < we:
-                m.observe(r, h, ws, we)
-        out[name] = h.summary(m.divisor)
-    return out
+_COMPARED = ("ttft", "itl", "chunk_gap")
 
 
-def _errors(res, truth: dict) -> dict:
+class _SendTimes(dict):
+    """request id → the client's send time: the true TTFT runs from the client's write of the request
+    (the server reads it later by however long the client took to get the bytes out)."""
+
+    def __call__(self, rec) -> None:
+        self[rec.server_id or rec.rid] = rec.t0_ns
+
+
+def _errors(res, truth_records: list) -> dict:
+    truth = summarize(truth_records, _COMPARED, res.window_start_ns, res.window_end_ns)
     d = res.to_dict()
     point = {"client_bound": d["client"]["client_bound"], "cpu_pct": d["client"]["cpu_pct"],
              "lag_p99_ms": d["client"]["loop_lag_ms"].get("p99")}
-    for name in ("ttft", "itl", "chunk_gap"):
+    for name in _COMPARED:
         for p in ("p50", "p99"):
             c, t = d[name].get(p), truth[name].get(p)
             point[f"{name}_{p}_truth"] = t
@@ -70,26 +65,19 @@ def _errors(res, truth: dict) -> dict:
 def run_point(streams: int, interval_ms: float, tokens: str = "1", mode: str = "lockstep",
               duration_s: float = 5.0, processes: int = 1, max_tokens: int = 200, ttft_ms: float = 50.0,
               warmup_s: float = 3.0, ramp_s: float = 0.0) -> dict:
-    req = GenRequest(workload="bench", prompt="x", max_tokens=max_tokens)
-    source = _RepeatSource(req)
-    # The true TTFT runs from the client's write of the request: the server's read of
-    # it comes later by however long the client took to get the bytes out.
-    sent: dict[str, int] = {}
-
-    def keep_sent(rec) -> None:
-        sent[rec.server_id or rec.rid] = rec.t0_ns
-
+    source = RequestCycle([GenRequest(workload="bench", prompt="x", max_tokens=max_tokens)])
+    sent = _SendTimes()
     with schedserver("--mode", mode, "--interval-ms", str(interval_ms), "--tokens", tokens,
                      "--ttft-ms", str(ttft_ms), cpu=0) as url:
         with pinned(1):
             spec = StageSpec(streams, duration_s=duration_s, warmup_s=warmup_s, ramp_s=ramp_s)
             res = run_stage_processes(Target("bench", url, "sglang"), spec, source, RunOptions(),
-                                      processes=processes, on_record=keep_sent if processes == 1 else None)
+                                      processes=processes, on_record=sent if processes == 1 else None)
         log = _fetch_truth(url + "/truth")
     recs = [truth_record(rid, sent.get(rid, v["received_ns"]), v["sends"]) for rid, v in log.items()]
     point = {"streams": streams, "interval_ms": interval_ms, "mode": mode, "processes": processes,
              "chunks_per_s": round(streams * 1000 / interval_ms)}
-    point.update(_errors(res, _truth_summary(recs, res.window_start_ns, res.window_end_ns)))
+    point.update(_errors(res, recs))
     return point
 
 
@@ -112,46 +100,32 @@ def sim_point(concurrency: int, duration_s: float = 30.0, warmup_s: float = 5.0,
     """
     from loadgen.sim.process import SimProcess
 
-    sent: dict[str, int] = {}
-
-    def keep_sent(rec) -> None:
-        sent[rec.server_id or rec.rid] = rec.t0_ns
-
+    sent = _SendTimes()
     reqs = [GenRequest(workload="bench", prompt=p, max_tokens=max_tokens, ignore_eos=True) for p in SIM_PROMPTS]
     # Room for every stream in the running batch: the target is the client's error, not queueing.
     with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", seed=7, cpu=0,
                     extra_args=("--max-running-requests", str(max(64, concurrency)))) as sim:
         with pinned(1):
             spec = StageSpec(concurrency, duration_s=duration_s, warmup_s=warmup_s, ramp_s=min(2.0, warmup_s / 2))
-            res = run_stage_processes(Target("sim", sim.url, "sglang"), spec, _CycleSource(reqs), RunOptions(),
-                                      processes=1, on_record=keep_sent)
+            res = run_stage_processes(Target("sim", sim.url, "sglang"), spec, RequestCycle(reqs), RunOptions(),
+                                      processes=1, on_record=sent)
         log = _fetch_truth(sim.url + "/loadgen/truth")
     recs = [truth_record(t["rid"], sent[t["rid"]], [(ts, n) for ts, n in t["events"] if n > 0])
             for t in log if t["rid"] in sent]
     point = {"concurrency": concurrency, "requests": res.total.completed,
              "chunks": res.total.hists["chunk_gap"].count}
-    point.update(_errors(res, _truth_summary(recs, res.window_start_ns, res.window_end_ns)))
+    point.update(_errors(res, recs))
     return point
 
 
-class _CycleSource:
-    """Picklable seed → endless cycle over some requests, each user starting at its own place."""
+class RequestCycle:
+    """Picklable seed → the given requests over and over (one sequence shared by a stage's users)."""
 
     def __init__(self, reqs: list[GenRequest]) -> None:
         self.reqs = reqs
 
     def __call__(self, seed: int):
         return itertools.cycle(self.reqs)
-
-
-class _RepeatSource:
-    """Picklable seed → endless repetition of one request (for worker processes)."""
-
-    def __init__(self, req: GenRequest) -> None:
-        self.req = req
-
-    def __call__(self, seed: int):
-        return itertools.repeat(self.req)
 
 
 def memory_growth(tokens_target: int = 10_000_000, streams: int = 100) -> dict:
@@ -171,14 +145,14 @@ def memory_growth(tokens_target: int = 10_000_000, streams: int = 100) -> dict:
     target_args = ("--mode", "staggered", "--interval-ms", "2", "--tokens", "5", "--ttft-ms", "5")
     with schedserver(*target_args, cpu=0) as url, pinned(1):
         t = Target("mem", url, "sglang")
-        warm = run_stage_processes(t, StageSpec(streams, duration_s=15, warmup_s=0), _RepeatSource(req),
+        warm = run_stage_processes(t, StageSpec(streams, duration_s=15, warmup_s=0), RequestCycle([req]),
                                    RunOptions(), processes=1)
         rate = warm.total.window_tokens / 15
         del warm
         before = rss_mb()
         t0 = time.perf_counter()
         res = run_stage_processes(t, StageSpec(streams, duration_s=tokens_target / max(rate, 1), warmup_s=0),
-                                  _RepeatSource(req), RunOptions(), processes=1)
+                                  RequestCycle([req]), RunOptions(), processes=1)
         after = rss_mb()
     tokens = res.total.window_tokens
     return {"tokens": tokens, "seconds": round(time.perf_counter() - t0, 1), "rss_before_mb": round(before, 1),

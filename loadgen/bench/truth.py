@@ -25,13 +25,16 @@ def truth_record(rid: str, received_ns: int, sends: list, end_ns: int | None = N
     return rec
 
 
-def summarize(records: list[RequestRecord], names=COMPARED) -> dict:
+def summarize(records: list[RequestRecord], names=COMPARED, lo_ns: int = -(1 << 62), hi_ns: int = 1 << 62) -> dict:
+    """Summaries over the window [lo_ns, hi_ns), as a stage windows them: chunk-level metrics by the
+    chunk's arrival, request-level ones by the request's start."""
     out = {}
     for name in names:
         m = BY_NAME[name]
         h = m.new_hist()
         for r in records:
-            m.observe(r, h, -(1 << 62), 1 << 62)
+            if m.level == "chunk" or lo_ns <= r.start_ns < hi_ns:
+                m.observe(r, h, lo_ns, hi_ns)
         out[name] = h.summary(m.divisor)
     return out
 

@@ -1,6 +1,6 @@
 """A stage spread over processes: one window, results merged exactly."""
 
-from loadgen.bench.client_bench import _RepeatSource
+from loadgen.bench.client_bench import RequestCycle
 from loadgen.bench.procs import schedserver
 from loadgen.request import GenRequest
 from loadgen.runner import RunOptions, StageSpec, run_stage_processes
@@ -11,7 +11,7 @@ def test_two_processes_share_one_window_and_merge():
     req = GenRequest(workload="w", prompt="x", max_tokens=20)
     with schedserver("--interval-ms", "10", "--tokens", "2", "--ttft-ms", "10", cpu=None) as url:
         res = run_stage_processes(Target("t", url, "sglang"), StageSpec(6, duration_s=2.0, warmup_s=0.5),
-                                  _RepeatSource(req), RunOptions(), processes=2)
+                                  RequestCycle([req]), RunOptions(), processes=2)
     d = res.to_dict()
     assert d["client"]["processes"] == 2 and len(d["client"]["cpu_pct"]) == 2
     # 6 streams, one chunk of 2 tokens every 10 ms each (plus first tokens): about 1200 tok/s

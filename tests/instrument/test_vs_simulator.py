@@ -6,6 +6,7 @@ import aiohttp
 import orjson
 import pytest
 
+from loadgen.bench.client_bench import SIM_PROMPTS
 from loadgen.bench.procs import pinned
 
 from loadgen.bench.truth import compare, truth_record
@@ -15,22 +16,17 @@ from loadgen.request import GenRequest
 from loadgen.runner import _frozen_heap, new_event_loop
 from loadgen.sim.process import SimProcess
 
-PROMPTS = [
-    "Copy this sentence exactly: the quick brown fox jumps over the lazy dog near the river bank.",
-    "Write a short poem about autumn leaves falling in a quiet park at dusk.",
-    "def add(a, b):\n    return a + b\n# Rewrite this function with type hints and a docstring.",
-    "What is a good way to learn to cook simple meals at home?",
-]
-
-
-async def _drive(url, protocol, concurrency, per_user, spec_details):
+async def _drive(url, protocol, concurrency, per_user, stagger_s=0.0):
+    """Closed-loop users; ``stagger_s`` spreads their starts, as a stage's ramp does."""
     records = []
+    spec_details = protocol != "sglang"
     async with StreamClient(url, get_protocol(protocol, spec_details=spec_details), concurrency=concurrency) as c:
         await c.warm(concurrency)
 
         async def user(u):
+            await asyncio.sleep(u * stagger_s)
             for i in range(per_user):
-                req = GenRequest(workload="w", prompt=PROMPTS[(u + i) % len(PROMPTS)], max_tokens=48,
+                req = GenRequest(workload="w", prompt=SIM_PROMPTS[(u + i) % len(SIM_PROMPTS)], max_tokens=48,
                                  ignore_eos=True)
                 records.append(await c.stream(req, f"u{u}-{i}-{protocol}"))
 
@@ -41,10 +37,10 @@ async def _drive(url, protocol, concurrency, per_user, spec_details):
     return records, truth
 
 
-def run(url, protocol, concurrency, per_user):
+def run(url, protocol, concurrency, per_user, stagger_s=0.0):
     loop = new_event_loop()
     try:
-        return loop.run_until_complete(_drive(url, protocol, concurrency, per_user, protocol != "sglang"))
+        return loop.run_until_complete(_drive(url, protocol, concurrency, per_user, stagger_s))
     finally:
         loop.close()
 
@@ -76,34 +72,10 @@ def test_chunks_tokens_and_accept_length_match_the_server(spec_sim, protocol):
     assert multi > 0, "speculative runs must produce multi-token chunks"
 
 
-async def _staggered(url, concurrency, per_user):
-    """Users spread their starts, as a stage's ramp does, so requests do not all land in one instant."""
-    records = []
-    async with StreamClient(url, get_protocol("sglang"), concurrency=concurrency) as c:
-        await c.warm(concurrency)
-
-        async def user(u):
-            await asyncio.sleep(u * 0.004)
-            for i in range(per_user):
-                req = GenRequest(workload="w", prompt=PROMPTS[(u + i) % len(PROMPTS)], max_tokens=48,
-                                 ignore_eos=True)
-                records.append(await c.stream(req, f"t{u}-{i}"))
-
-        await asyncio.gather(*(user(u) for u in range(concurrency)))
-    async with aiohttp.ClientSession() as s:
-        async with s.get(url + "/loadgen/truth?clear=1") as r:
-            truth = orjson.loads(await r.read())
-    return records, truth
-
-
 @pytest.mark.parametrize("concurrency", [1, 50])
 def test_ttft_itl_chunk_gap_within_half_a_millisecond_of_the_simulator(spec_sim, concurrency):
-    loop = new_event_loop()
-    try:
-        with pinned(1), _frozen_heap():  # as the stage runner measures
-            records, truth = loop.run_until_complete(_staggered(spec_sim, concurrency, 24 if concurrency == 1 else 2))
-    finally:
-        loop.close()
+    with pinned(1), _frozen_heap():  # as the stage runner measures
+        records, truth = run(spec_sim, "sglang", concurrency, 24 if concurrency == 1 else 2, stagger_s=0.004)
     by_id = {t["rid"]: t for t in truth}
     # Truth: the simulator's write time of every event carrying tokens, from the instant the client's
     # request left (one CLOCK_MONOTONIC): TTFT as a perfect receiver would see it.
