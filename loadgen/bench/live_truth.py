@@ -1,24 +1,21 @@
 """The crossover the simulator really has when driven over HTTP, from its own token counter.
 
 ``sim.virtual`` runs the scheduler in virtual time: the model's exact steady
-state, but without what a live closed loop adds (the client's turnaround, the
-scheduler's timer granularity). Those effects are small (about a percent) yet
-the throughput difference near a crossover is flat (under a percent per unit
-of concurrency), so they move the crossover by a few steps. This measures it
-live instead, independently of loadgen's own figures: long stages at a few
-concurrencies around the expected crossover, throughput from the simulator's
-``generated_tokens`` counter (``/server_info``) sampled once a second, the
-relative difference fitted linearly against log concurrency, and the zero of
-the fit taken, with its 90 % interval from the fit's residuals.
+state. This measures the same thing live instead, independently of loadgen's
+own figures: long stages at a few concurrencies around the expected
+crossover, throughput from the simulator's ``generated_tokens`` counter
+(``/server_info``) sampled twice a second, the relative difference fitted
+linearly against log concurrency, and the zero of the fit taken, with its 90 %
+interval from the fit's residuals.
 
-Measured on pcie-8gpu-eagle3 at time-scale 5: the live baseline runs about
-1.1 % below its virtual-time steady state (a baseline step lasts ~5 ms of wall
-time there, and a finished request's successor, written, read and sent back
-by the client, sometimes misses the forward after next), the speculative
-server within 0.3 % of it (its steps are twice as long). Single 40 s stages
-differ from each other by up to ~1 %, as much as the difference changes per
-unit of concurrency near the crossover: this truth is a cross-check, not a
-replacement for the virtual one.
+It is a cross-check of the virtual truth, not a replacement: near a crossover
+the difference changes by well under a percent per unit of concurrency, about
+what one stage's figure varies. It found the one real disagreement so far:
+with equal output lengths the virtual users started in lock-step and shared
+their prefills, the live ones (spread by the stage's ramp) did not, and the
+virtual baseline ran 1.1-2.3 % faster than the live one (now fixed; see
+``sim.virtual``). With the bench's varied lengths the two agree within 0.1 %
+(baseline) and 0.5 % (speculative).
 """
 
 from __future__ import annotations

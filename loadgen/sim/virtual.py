@@ -8,6 +8,15 @@ forward's modelled cost instead of slept, for a closed loop of C users over
 many thousand forwards. A finished request's successor arrives while the next
 forward is already running, as it does over HTTP (the client's turnaround is
 far shorter than a step but never zero), so it is admitted one forward later.
+
+The users' first requests are spread evenly over one request's duration, as
+loadgen's stages spread them (``StageSpec.ramp_s``). It matters: baseline
+requests of equal length that start together stay in lock-step for ever and
+share one prefill per round, while spread ones each pause the batch for their
+own; at 85 users on two-crossovers that is 2.3 % of the throughput and moves
+the second crossover from 85 to 91. Even spread, equal lengths keep whatever
+phases a run's history gives them, so truths are best taken over varied
+lengths (``mix`` with each request's own output tokens), which drift apart.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from loadgen.sim import profiles
+from loadgen.sim import model, profiles
 from loadgen.sim.profiles import Profile
 from loadgen.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
 from loadgen.sim.truth import TruthRecord
@@ -23,38 +32,55 @@ from loadgen.sim.truth import TruthRecord
 
 def simulated_throughput(profile: Profile | str, mode: str, concurrency: int, *, prompt_tokens: int = 26,
                          output_tokens: int = 200, accept: float | None = None,
-                         mix: list[tuple[int, float]] | None = None, forwards: int = 30000,
-                         warmup_forwards: int = 3000, seed: int = 0) -> float:
+                         mix: list[tuple[int, float, int]] | None = None, forwards: int = 30000,
+                         warmup_forwards: int = 3000, seed: int = 0, spread: bool = True) -> float:
     """Output tokens per modelled second (time-scale 1) of a closed loop of ``concurrency`` users.
 
-    ``mix``: (prompt tokens, acceptance probability) of the real prompts, used in
-    turn, e.g. from :func:`workload_mix`; otherwise every request has
-    ``prompt_tokens`` and the profile's chat acceptance (or ``accept``).
+    ``mix``: (prompt tokens, acceptance probability, output tokens) of the real
+    requests, used in turn, e.g. from :func:`workload_mix`; otherwise every
+    request has ``prompt_tokens``, ``output_tokens`` and the profile's chat
+    acceptance (or ``accept``).
+    ``spread``: start the users evenly over one request's duration (as the
+    analytic model estimates it); False starts them all at once.
     """
     prof = profiles.load(profile) if isinstance(profile, str) else profile
     p = prof.acceptance.chat if accept is None else accept
-    mix = mix or [(prompt_tokens, p)]
+    mix = mix or [(prompt_tokens, p, output_tokens)]
     finished: list[SimRequest] = []
     sched = Scheduler(SchedulerConfig(prof, mode), on_finish=finished.append)
     rng = random.Random(seed)
     counter = [0]
 
     def new_request() -> SimRequest:
-        n_prompt, p = mix[counter[0] % len(mix)]
+        n_prompt, p, n_out = mix[counter[0] % len(mix)]
         counter[0] += 1
         rid = str(counter[0])
         truth = TruthRecord(rid=rid, route="virtual", stream=True, mode=mode, received_ns=0,
                             prompt_tokens=n_prompt, prompt_kind="virtual", accept_p=p)
-        return SimRequest(rid=rid, prompt_tokens=n_prompt, target_tokens=output_tokens,
+        return SimRequest(rid=rid, prompt_tokens=n_prompt, target_tokens=n_out,
                           finish_type="length", accept_p=p, rng=random.Random(rng.random()), truth=truth,
                           record=False)
 
-    for _ in range(concurrency):
-        sched.submit(new_request())
+    ramp_ms = 0.0
+    if spread and concurrency > 1:
+        n_prompt, p, n_out = mix[0]
+        ss = model.steady_state(prof, mode, concurrency, prompt_tokens=n_prompt, output_tokens=n_out, accept=p)
+        ramp_ms = ss.step_ms * n_out / ss.tokens_per_step
+    starts = [u * ramp_ms / concurrency for u in range(concurrency)]  # model ms, ascending
     t_ms = 0.0
     start_ms = start_tokens = None
     tokens = 0
     for k in range(forwards):
+        if not sched.running and not sched.waiting:
+            if finished:  # an idle server takes the successors as they come
+                for _ in range(len(finished)):
+                    sched.submit(new_request())
+                finished.clear()
+            elif starts:
+                t_ms = max(t_ms, starts[0])  # idle until the next user starts
+        while starts and starts[0] <= t_ms:
+            starts.pop(0)
+            sched.submit(new_request())
         admitted, ms = sched.next_forward()
         returning, finished[:] = list(finished), []
         for _ in returning:  # successors arrive during this forward: admitted at the next one
@@ -69,22 +95,32 @@ def simulated_throughput(profile: Profile | str, mode: str, concurrency: int, *,
     return (tokens - start_tokens) / ((t_ms - start_ms) / 1000.0)
 
 
-def workload_mix(profile: Profile | str, workload: str, n: int = 500, seed: int = 0) -> list[tuple[int, float]]:
-    """(prompt tokens, acceptance) of a workload's first ``n`` requests, as the simulator judges them.
+def workload_mix(profile: Profile | str, workload: str, n: int = 500, seed: int = 0, lengths=None,
+                 protocol: str = "sglang", sim_seed: int = 0) -> list[tuple[int, float, int]]:
+    """(prompt tokens, acceptance, output tokens) of a workload's first ``n`` requests, as the simulator plans them.
 
-    Prompts are taken as /generate sends them (chat messages rendered to one prompt).
+    Each request goes through what the simulator does with it over HTTP: the
+    protocol's body, the route's parser, the context check and the request
+    planner, so natural stops (without ignore_eos) get the length the
+    simulator started with ``--seed sim_seed`` would give them. ``lengths`` is
+    the run's length control (a :class:`loadgen.workload.Lengths`).
     """
     import itertools
 
-    from loadgen import tokens
-    from loadgen.sim.acceptance import predictability
+    from loadgen.protocols import get_protocol
+    from loadgen.sim.plan import make_request
+    from loadgen.sim.validate import check_context, parse_chat, parse_completions, parse_generate
     from loadgen.workload import Lengths, resolve
 
     prof = profiles.load(profile) if isinstance(profile, str) else profile
+    proto = get_protocol(protocol)
+    parse = {"sglang": parse_generate, "completions": parse_completions, "chat": parse_chat}[protocol]
     out = []
-    for req in itertools.islice(resolve(workload, Lengths()).requests(seed), n):
-        prompt = req.as_prompt()
-        out.append((tokens.count(prompt), predictability(prompt, req.temperature, prof.acceptance).p))
+    for i, req in enumerate(itertools.islice(resolve(workload, lengths or Lengths()).requests(seed), n)):
+        job = parse(proto.build(req, f"mix-{i}"))
+        sreq, _, _ = make_request(job, rid=f"mix-{i}", profile=prof, mode="baseline", seed=sim_seed, counter=i + 1,
+                                  max_new=check_context(job, prof.context_length), received_ns=0, record=False)
+        out.append((sreq.prompt_tokens, sreq.accept_p, sreq.target_tokens))
     return out
 
 
