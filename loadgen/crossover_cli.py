@@ -207,7 +207,11 @@ def _start_simulators(stack: ExitStack, args, meta: dict) -> tuple[str, str]:
         urls.append(sim.url)
     if sim_cpu is not None:
         os.sched_setaffinity(0, set(cpus[1:]))  # the client keeps the other cores
-    meta["simulator"] = {"profile": args.sim_profile, "time_scale": args.sim_time_scale}
+    # what it takes to recompute the traffic the simulators saw, for their own crossover (sim.known)
+    meta["simulator"] = {"profile": args.sim_profile, "time_scale": args.sim_time_scale, "seed": args.seed,
+                         "protocol": args.protocol, "max_tokens": args.max_tokens,
+                         "prompt_tokens": args.prompt_tokens, "ignore_eos": args.ignore_eos,
+                         "tokenizer": args.tokenizer}
     log(f"no URLs given: embedded simulators ({args.sim_profile}) baseline {urls[0]}, spec {urls[1]}")
     return urls[0], urls[1]
 
@@ -243,6 +247,9 @@ def _analysis_from_dict(d: dict) -> MetricAnalysis:
 
 def _analyse_and_report(doc: dict, out: Path, args) -> int:
     res = analyze_run(doc, confidence=args.confidence)
+    sim = doc["run"].get("simulator")
+    if sim and "seed" in sim:
+        _simulator_truth(res, sim)
     out.mkdir(parents=True, exist_ok=True)
     (out / "crossover.json").write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2))
     print(crossover_tables(res))
@@ -277,4 +284,28 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
         lines += ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
         for name, m in per.items():
             lines.append(f"  • {m['recommendation']}")
+        for k in per[metric].get("simulator_truth", []):
+            if k["true"] is None:
+                lines.append(f"  ✗ the simulator itself has no crossover between C={k['searched'][0]} and "
+                             f"{k['searched'][1]}: C≈{k['reported']:.1f} is a false alarm")
+            else:
+                lines.append(f"  {'✓' if k['covered'] else '✗'} the simulator's own crossover for this traffic: "
+                             f"C={k['true']:.1f} ({'inside' if k['covered'] else 'outside'} the reported interval)")
     return "\n".join(lines)
+
+
+def _simulator_truth(res: dict, sim: dict) -> None:
+    """Beside each reported crossover of the embedded simulators, the one their cost model has."""
+    from dataclasses import asdict
+
+    from loadgen.sim.known import known_crossovers
+
+    for wl, per in res["workloads"].items():
+        if wl == "all" or PRIMARY not in per or not per[PRIMARY]["analysis"]["crossovers"]:
+            continue
+        try:
+            found = known_crossovers(sim, wl, per[PRIMARY]["analysis"]["crossovers"], seed=sim["seed"])
+        except LoadgenError as e:  # e.g. --from on a machine without the run's dataset file
+            log(f"workload {wl}: the simulator's own crossover is not available ({e})")
+            continue
+        per[PRIMARY]["simulator_truth"] = [asdict(k) for k in found]

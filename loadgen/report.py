@@ -60,6 +60,20 @@ def usable(doc: dict) -> tuple[dict, list[str]]:
     return {**doc, "stages": ok}, dropped
 
 
+def _truth_html(m: dict) -> str:
+    """The embedded simulator's own crossover beside each reported one (crossover_cli adds it)."""
+    out = []
+    for k in m.get("simulator_truth", []):
+        if k["true"] is None:
+            text = (f"The simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
+                    f"the one reported at C≈{k['reported']:.1f} is a false alarm.")
+        else:
+            text = (f"The simulator's own crossover for this traffic is at C={k['true']:.1f}, "
+                    f"{'inside' if k['covered'] else 'outside'} the reported interval.")
+        out.append(f'<p class="muted">{"✓" if k["covered"] else "✗"} {escape(text)}</p>')
+    return "".join(out)
+
+
 def analysis(out_dir: Path, doc: dict, *, confidence: float | None = None, force: bool = False) -> dict:
     """crossover.json when it is there, fresh and at the wanted level; else analyse and write it."""
     from loadgen.compare import analyze_run, roles
@@ -703,6 +717,7 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
 <section class="card workload" id="{anchor}">
   <h2>{escape(title_wl)} {_chip(kind)}</h2>
   <p class="lead">{lead}</p>
+  {_truth_html(per_metric.get(PRIMARY, {}))}
   <div class="grid2">{_figure(thr)}{_figure(dlt)}</div>
   <h3>Who wins where</h3>
   {verdict_matrix(res, per_metric) if per_metric else ""}

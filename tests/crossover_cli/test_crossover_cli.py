@@ -30,6 +30,12 @@ def test_embedded_simulators_then_from(tmp_path):
     assert [c["concurrency"] for c in comps] == [1, 30]
     assert (out / "report.html").stat().st_size > 10_000
     assert "workload chat: output throughput" in p.stdout and "winner" in p.stdout
+    # beside the crossover it found (spec loses at 1, wins at 30), the simulator's own for this traffic
+    xo = res["workloads"]["chat"]["output_tokens_per_s"]
+    [k] = xo["simulator_truth"]
+    assert 5 < k["true"] < 20 and k["searched"][0] <= 1 and k["searched"][1] >= 30, k
+    assert f"the simulator's own crossover for this traffic: C={k['true']:.1f}" in p.stdout
+    assert f"own crossover for this traffic is at C={k['true']:.1f}" in (out / "report.html").read_text()
     again = loadgen("crossover", "--from", str(out), "--no-report")
     assert again.returncode == 0 and again.stdout == p.stdout
 

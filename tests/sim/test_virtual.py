@@ -45,3 +45,18 @@ def test_live_simulator_reaches_the_virtual_steady_state(mix, mode):
     live = server_throughput(PROFILE, mode, C, _chat_source(), time_scale=scale, seed=0, duration_s=8.0) / scale
     assert abs(live - truth) < 0.01 * truth, (live, truth)
 
+
+def test_known_crossover_beside_a_reported_one():
+    """What `loadgen crossover` prints beside its finding on the embedded simulators."""
+    from loadgen.sim.known import known_crossovers
+
+    sim = {"profile": "pcie-8gpu-eagle3", "seed": 0, "protocol": "sglang", "max_tokens": "uniform:150,250",
+           "ignore_eos": True}
+    near = {"estimate": 12.0, "ci_low": 10.0, "ci_high": 13.0, "low_c": 10, "high_c": 30}
+    [k] = known_crossovers(sim, "chat", [near])
+    assert k.covered and 11 < k.true < 12.2, k  # 11.5 by the bench's 30000-forward truth
+    [k] = known_crossovers(sim, "chat", [{**near, "ci_low": 14.0, "ci_high": 20.0}])
+    assert not k.covered and k.true < 14
+    # speculation wins everywhere on no-crossover: a reported one is a false alarm
+    [k] = known_crossovers({**sim, "profile": "no-crossover"}, "chat", [near])
+    assert k.true is None and not k.covered
