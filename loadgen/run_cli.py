@@ -16,7 +16,7 @@ from loadgen.probe import probe_sync
 from loadgen.progress import ProgressLine
 from loadgen.protocols import PROTOCOLS
 from loadgen.results import ResultsWriter
-from loadgen.ramp import warmed_spec
+from loadgen.ramp import e2e_guess, warmed_spec
 from loadgen.runner import Interrupted, RunOptions, run_stage_processes
 from loadgen.table import stage_table
 from loadgen.target import Target
@@ -104,9 +104,9 @@ def run(args) -> int:
         writer = ResultsWriter(args.out, meta)
         done = []
         try:
-            last_e2e = None
+            e2e: dict[int, float] = {}
             for i, c in enumerate(concurrencies):
-                spec = warmed_spec(c, warmup_s, last_e2e, **stage_kw)
+                spec = warmed_spec(c, warmup_s, e2e_guess(e2e, c), **stage_kw)
                 print(f"loadgen: stage {i + 1}/{len(concurrencies)}: {target.label} C={c} ...",
                       file=sys.stderr, flush=True)
                 line = ProgressLine(f"{target.label} C={c}")
@@ -120,7 +120,8 @@ def run(args) -> int:
                     raise
                 line.done()
                 done.append(writer.add_stage(res))
-                last_e2e = (done[-1]["e2e"].get("p50") or 0) / 1000 or last_e2e
+                if done[-1]["e2e"].get("p50"):
+                    e2e[c] = done[-1]["e2e"]["p50"] / 1000
         except KeyboardInterrupt:
             print("loadgen: interrupted; results so far are saved", file=sys.stderr)
             writer.finish(interrupted=True)

@@ -66,3 +66,18 @@ def test_bad_input_is_one_line(tmp_path):
         assert p.returncode == 2, (args, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_warmup_covers_users_queued_behind_the_running_cap(tmp_path):
+    """Beyond the server's running cap first requests queue: the warm-up must scale with C, not stay at C=2's."""
+    from loadgen.sim.process import SimProcess
+
+    out = tmp_path / "run.json"
+    with SimProcess(mode="baseline", time_scale=20, extra_args=["--max-running-requests", "4"]) as sim:
+        p = loadgen("run", "--url", sim.url, "--concurrency", "2,12", "--duration", "1s", "--warmup", "0.01s",
+                    "--max-tokens", "60", "--ignore-eos", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    stages = json.loads(out.read_text())["stages"]
+    assert [s["concurrency"] for s in stages] == [2, 12]
+    # unscaled (C=2's request duration), 8 of the 12 users were still waiting for a first answer (measured)
+    assert not [n for n in stages[1]["notes"] if "had not finished a first request" in n], stages[1]["notes"]
