@@ -266,6 +266,8 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
 
 
 def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
+    from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
+
     lines = []
     for wl, per in res["workloads"].items():
         if metric not in per:
@@ -285,12 +287,8 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
         for name, m in per.items():
             lines.append(f"  • {m['recommendation']}")
         for k in per[metric].get("simulator_truth", []):
-            if k["true"] is None:
-                lines.append(f"  ✗ the simulator itself has no crossover between C={k['searched'][0]} and "
-                             f"{k['searched'][1]}: C≈{k['reported']:.1f} is a false alarm")
-            else:
-                lines.append(f"  {'✓' if k['covered'] else '✗'} the simulator's own crossover for this traffic: "
-                             f"C={k['true']:.1f} ({'inside' if k['covered'] else 'outside'} the reported interval)")
+            mark, text = verdict(k)
+            lines.append(f"  {mark} {text}")
     return "\n".join(lines)
 
 

@@ -62,15 +62,12 @@ def usable(doc: dict) -> tuple[dict, list[str]]:
 
 def _truth_html(m: dict) -> str:
     """The embedded simulator's own crossover beside each reported one (crossover_cli adds it)."""
+    from loadgen.sim.known import verdict
+
     out = []
     for k in m.get("simulator_truth", []):
-        if k["true"] is None:
-            text = (f"The simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
-                    f"the one reported at C≈{k['reported']:.1f} is a false alarm.")
-        else:
-            text = (f"The simulator's own crossover for this traffic is at C={k['true']:.1f}, "
-                    f"{'inside' if k['covered'] else 'outside'} the reported interval.")
-        out.append(f'<p class="muted">{"✓" if k["covered"] else "✗"} {escape(text)}</p>')
+        mark, text = verdict(k)
+        out.append(f'<p class="muted">{mark} {escape(_cap(text))}.</p>')
     return "".join(out)
 
 

@@ -58,3 +58,13 @@ def known_crossovers(sim: dict, workload: str, crossovers: list[dict], *, seed: 
         covered = true is not None and x["ci_low"] <= true <= x["ci_high"]
         out.append(KnownCrossover(x["estimate"], true, covered, (grid[0], grid[-1])))
     return out
+
+
+def verdict(k: dict) -> tuple[str, str]:
+    """(✓ or ✗, a sentence) for one KnownCrossover as stored in crossover.json; the terminal and the report say it."""
+    if k["true"] is None:
+        return "✗", (f"the simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
+                     f"C≈{k['reported']:.1f} is a false alarm")
+    where = "inside" if k["covered"] else "outside"
+    return ("✓" if k["covered"] else "✗"), (f"the simulator's own crossover for this traffic: C={k['true']:.1f} "
+                                            f"({where} the reported interval)")

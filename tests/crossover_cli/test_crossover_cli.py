@@ -35,7 +35,7 @@ def test_embedded_simulators_then_from(tmp_path):
     [k] = xo["simulator_truth"]
     assert 5 < k["true"] < 20 and k["searched"][0] <= 1 and k["searched"][1] >= 30, k
     assert f"the simulator's own crossover for this traffic: C={k['true']:.1f}" in p.stdout
-    assert f"own crossover for this traffic is at C={k['true']:.1f}" in (out / "report.html").read_text()
+    assert f"own crossover for this traffic: C={k['true']:.1f}" in (out / "report.html").read_text()
     again = loadgen("crossover", "--from", str(out), "--no-report")
     assert again.returncode == 0 and again.stdout == p.stdout
 
