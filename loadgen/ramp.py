@@ -18,7 +18,7 @@ from loadgen.orchestrate import ManagedServer, ServerCommand
 from loadgen.probe import probe_sync
 from loadgen.progress import ProgressLine
 from loadgen.results import ResultsWriter
-from loadgen.runner import Interrupted, RequestSource, RunOptions, StageSpec, run_stage_processes
+from loadgen.runner import Interrupted, RequestSource, RunOptions, StageSpec, WindowProbe, run_stage_processes
 from loadgen.target import Target
 
 
@@ -37,6 +37,14 @@ class RampPlan:
     loop: str = "auto"
     commands: dict[str, ServerCommand] = field(default_factory=dict)
     """label → how to start that target's server (optional)."""
+    max_stage_s: float | None = None
+    """--max-stage-time: no stage runs longer (cut where it is, kept, noted)."""
+    max_run_s: float | None = None
+    """--max-run-time: the run's budget, shared out between the stages still to run."""
+    adapt_window: bool = False
+    """The window was not chosen by the user: it grows to a request's duration, within the budget."""
+    window_probe: Callable[[Target], WindowProbe | None] | None = None
+    """target → what scrapes its server's own counters at the window's edges (optional)."""
 
     def stages(self) -> list[tuple[str, int, Target]]:
         order = [(w, c, t) for w in self.workloads for c in self.ladder for t in self.targets]
@@ -50,46 +58,121 @@ def log(msg: str) -> None:
     print(f"loadgen: {msg}", file=sys.stderr, flush=True)
 
 
+def _fmt_s(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+class _Durations:
+    """Each (target, workload)'s measured E2E p50 by concurrency, and the guesses made from them."""
+
+    def __init__(self) -> None:
+        self.measured: dict[tuple[str, str], dict[int, float]] = {}
+
+    def add(self, target: str, workload: str, c: int, e2e_s: float) -> None:
+        self.measured.setdefault((target, workload), {})[c] = e2e_s
+
+    def guess(self, target: str, workload: str, c: int) -> float | None:
+        own = e2e_guess(self.measured.get((target, workload), {}), c)
+        if own is not None:
+            return own
+        # another target on the same workload is a better guess than none (for the estimate only)
+        others = [e2e_guess(m, c) for (t, w), m in self.measured.items() if w == workload and m]
+        return max(others) if others else None
+
+
 def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[str, int]] = ()) -> list[dict]:
-    """Run every stage of the plan (then ``extra_stages`` (workload, C) for both targets); returns the stage dicts."""
+    """Run every stage of the plan (then ``extra_stages`` (workload, C) for both targets); returns the stage dicts.
+
+    Before the first stage the run's duration is estimated and printed; each
+    stage's header and progress line say how much is left. With ``max_run_s``
+    each stage gets the share of the time left that its estimate is of the
+    stages left; when the budget is spent the run stops, and ``run["cut"]`` says
+    how many planned stages were not run.
+    """
     done: list[dict] = []
     running: dict[str, ManagedServer] = {}
     servers = writer.run.setdefault("servers", {})
     sources = {w: plan.make_source(w) for w in plan.workloads}
     stages = plan.stages() + [(w, c, t) for w, c in extra_stages for t in plan.targets]
-    e2e: dict[tuple[str, str], dict[int, float]] = {}
+    planned = writer.run.setdefault("planned_stages", [])
+    planned += [{"workload": w, "concurrency": c, "target": t.label} for w, c, t in stages]
+    writer.run["cut"] = None
+    durations = _Durations()
+    for d in writer.stages:  # refinement rounds: what earlier rounds measured
+        wl = next(iter(d.get("workloads", {})), None)
+        if wl and d.get("e2e", {}).get("p50") and not d.get("incomplete"):
+            durations.add(d["target"], wl, d["concurrency"], d["e2e"]["p50"] / 1000)
     index0 = len(writer.stages)
     t_start = time.monotonic()
+    run_deadline = t_start + plan.max_run_s if plan.max_run_s else None
+
+    def spec_for(i: int, budget: float | None = None, by: str = "max-stage-time") -> StageSpec:
+        wl, c, target = stages[i]
+        return warmed_spec(c, plan.warmup_s, durations.guess(target.label, wl, c), duration_s=plan.duration_s,
+                           requests=plan.requests, adapt_window=plan.adapt_window, max_stage_s=budget,
+                           budget_by=by)
+
+    def estimates(first: int) -> list[float]:
+        return [spec_for(j, plan.max_stage_s).estimate_s() for j in range(first, len(stages))]
+
+    est = estimates(0)
+    known = all(durations.guess(t.label, w, c) is not None for w, c, t in stages)
+    log(f"{len(stages)} stages, estimated {_fmt_s(sum(est))}"
+        + ("" if known else " or more (request durations are not known before the first stages; "
+                            "the estimate is refined as they are measured)")
+        + (f"; at most {_fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
     try:
         for i, (wl, c, target) in enumerate(stages):
+            budget, by = plan.max_stage_s, "max-stage-time"
+            if run_deadline is not None:
+                left = run_deadline - time.monotonic()
+                rest = estimates(i)
+                share = left * rest[0] / sum(rest) if sum(rest) > 0 else left
+                if left <= 1.0:
+                    writer.run["cut"] = {"by": "max-run-time", "stages_not_run": len(stages) - i}
+                    log(f"--max-run-time reached: {len(stages) - i} planned stage(s) not run")
+                    break
+                if budget is None or share < budget:
+                    budget, by = max(1.0, share), "max-run-time"
             _ensure_up(plan, target, running, servers)
             if wl not in sources:
                 sources[wl] = plan.make_source(wl)
-            spec = warmed_spec(c, plan.warmup_s, e2e_guess(e2e.get((target.label, wl), {}), c),
-                               duration_s=plan.duration_s, requests=plan.requests)
+            spec = spec_for(i, budget, by)
+            after = sum(estimates(i + 1)) if i + 1 < len(stages) else 0.0
             log(f"[{i + 1}/{len(stages)}] {target.label} C={c} workload={wl} "
-                f"(elapsed {time.monotonic() - t_start:.0f} s)")
-            line = ProgressLine(f"{target.label} C={c}")
+                f"(elapsed {_fmt_s(time.monotonic() - t_start)}, about {_fmt_s(spec.estimate_s() + after)} left)")
+            line = ProgressLine(f"{target.label} C={c}", after_s=after)
+            probe = plan.window_probe(target) if plan.window_probe is not None else None
             try:
                 res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
-                                          stage_index=index0 + i, loop_kind=plan.loop, progress=line)
+                                          stage_index=index0 + i, loop_kind=plan.loop, progress=line,
+                                          window_probe=probe)
             except Interrupted as exc:
                 line.done()
                 if exc.partial is not None:
                     writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
+                writer.run["cut"] = {"by": "interrupt", "stages_not_run": len(stages) - i - 1}
                 raise
             line.done()
             d = writer.add_stage(res)
             d_req = d["requests"]
             log(f"    {d_req['completed']} ok, {d_req['failed']} failed, {d['output_tokens_per_s']:.1f} tok/s, "
                 f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
-                + (" [client-bound]" if d["client"]["client_bound"] else ""))
+                + (" [client-bound]" if d["client"]["client_bound"] else "")
+                + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))
+            for note in d["notes"]:
+                log(f"    note: {note}")
             done.append(d)
-            if d["e2e"].get("p50"):
-                e2e.setdefault((target.label, wl), {})[c] = d["e2e"]["p50"] / 1000
+            if d["e2e"].get("p50") and not d.get("incomplete"):
+                durations.add(target.label, wl, c, d["e2e"]["p50"] / 1000)
+            if (d.get("cut") or {}).get("by") == "max-run-time" and i + 1 < len(stages):
+                writer.run["cut"] = {"by": "max-run-time", "stages_not_run": len(stages) - i - 1}
+                log(f"--max-run-time reached: {len(stages) - i - 1} planned stage(s) not run")
+                break
     finally:
         for srv in running.values():
             srv.stop()
+        writer.flush()
     return done
 
 
@@ -112,17 +195,30 @@ def e2e_guess(measured: dict[int, float], concurrency: int) -> float | None:
     return measured[min(measured)]
 
 
-def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, **kw) -> StageSpec:
-    """A stage whose users start spread over one request's duration, and a warm-up that covers it.
+def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, *, duration_s: float | None = 30.0,
+                requests: int | None = None, adapt_window: bool = False, max_stage_s: float | None = None,
+                budget_by: str = "max-stage-time") -> StageSpec:
+    """A stage whose users start spread over one request's duration, and a warm-up that ends once the
+    load is measured steady.
 
-    ``last_e2e_s``: that duration, as :func:`e2e_guess` makes it (the stage
-    notes say when the window opened before every user had finished a first request).
+    ``last_e2e_s``: that duration, as :func:`e2e_guess` makes it. The warm-up
+    lasts at least ``warmup_s`` and until every user has started and the token
+    rate has settled (runner.Steadiness); its cap is the old fixed rule, the
+    ramp and then the last user's first request with room for it to take half
+    as long again as guessed (measured: at C=250 the baseline's requests took
+    2.8x C=100's, not 2.5x). With ``adapt_window`` a window shorter than one
+    request grows to one request, as far as ``max_stage_s`` leaves room.
     """
     d = last_e2e_s or 0.0
-    # the ramp, then the last user's first request, with room for it to take half as long again as
-    # guessed (measured: at C=250 the baseline's requests took 2.8x C=100's, not 2.5x)
-    return StageSpec(concurrency, warmup_s=max(warmup_s, 2.5 * d), ramp_s=d if concurrency > 1 else 0.0, **kw)
-
+    ramp = d if concurrency > 1 else 0.0
+    window = duration_s
+    if adapt_window and duration_s is not None and d > duration_s:
+        window = d
+        if max_stage_s:
+            window = max(duration_s, min(d, max_stage_s - max(warmup_s, ramp + 2.0) - d))
+    return StageSpec(concurrency, duration_s=window, requests=requests, warmup_s=warmup_s,
+                     max_warmup_s=max(warmup_s, 2.5 * d), ramp_s=ramp, max_stage_s=max_stage_s,
+                     budget_by=budget_by, expected_request_s=d or None)
 
 def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict) -> None:
     cmd = plan.commands.get(target.label)

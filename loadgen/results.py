@@ -73,6 +73,10 @@ class ResultsWriter:
         self.run["finished_unix"] = time.time()
         self._flush()
 
+    def flush(self) -> None:
+        """Write run.json again (after ``run`` changed between stages)."""
+        self._flush()
+
     def _flush(self) -> None:
         doc = {"schema": RUN_SCHEMA, "run": self.run, "stages": self.stages}
         _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))

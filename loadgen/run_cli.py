@@ -13,11 +13,10 @@ from loadgen.errors import LoadgenError
 from loadgen.loops import LOOPS
 from loadgen.options import duration, headers, ladder, slo
 from loadgen.probe import probe_sync
-from loadgen.progress import ProgressLine
 from loadgen.protocols import PROTOCOLS
 from loadgen.results import ResultsWriter
-from loadgen.ramp import e2e_guess, warmed_spec
-from loadgen.runner import Interrupted, RunOptions, run_stage_processes
+from loadgen.ramp import RampPlan, run_ramp
+from loadgen.runner import RunOptions
 from loadgen.table import stage_table
 from loadgen.target import Target
 
@@ -30,7 +29,11 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", default="1,2,5,10", help="comma-separated ladder (default 1,2,5,10)")
     p.add_argument("--duration", default="30s", help="steady window per stage (default 30s)")
     p.add_argument("--requests", type=int, default=None, help="close each window after N requests instead")
-    p.add_argument("--warmup", default="5s", help="warm-up before each window (default 5s)")
+    p.add_argument("--warmup", default="5s", help="minimum warm-up before each window (default 5s); the window "
+                   "opens once the load is measured steady")
+    p.add_argument("--max-stage-time", default=None, help="no stage runs longer (e.g. 3m): cut where it is, kept, "
+                   "marked incomplete and noted; the ladder goes on")
+    p.add_argument("--max-run-time", default=None, help="the whole run's budget, shared out between the stages")
     p.add_argument("--workload", default="chat", help="workload name, mix 'code:2,chat:1', or a .jsonl file")
     p.add_argument("--max-tokens", default=None, help="output length override: 200, normal:200,50, uniform:100,300")
     p.add_argument("--prompt-tokens", default=None, help="prompt length target, same forms as --max-tokens")
@@ -102,31 +105,19 @@ def run(args) -> int:
         meta["targets"] = [{"label": target.label, "url": target.url, "protocol": target.protocol,
                             "server": found.to_dict()}]
         writer = ResultsWriter(args.out, meta)
-        done = []
+        writer.run["servers"] = {target.label: found.to_dict()}
+        plan = RampPlan(targets=[target], ladder=concurrencies, workloads=[args.workload],
+                        make_source=lambda _w: source, opts=opts, warmup_s=warmup_s, processes=args.processes,
+                        loop=args.loop, **stage_kw,
+                        max_stage_s=duration(args.max_stage_time, "--max-stage-time") if args.max_stage_time else None,
+                        max_run_s=duration(args.max_run_time, "--max-run-time") if args.max_run_time else None)
         try:
-            e2e: dict[int, float] = {}
-            for i, c in enumerate(concurrencies):
-                spec = warmed_spec(c, warmup_s, e2e_guess(e2e, c), **stage_kw)
-                print(f"loadgen: stage {i + 1}/{len(concurrencies)}: {target.label} C={c} ...",
-                      file=sys.stderr, flush=True)
-                line = ProgressLine(f"{target.label} C={c}")
-                try:
-                    res = run_stage_processes(target, spec, source, opts, processes=args.processes,
-                                              stage_index=i, loop_kind=args.loop, progress=line)
-                except Interrupted as exc:
-                    line.done()
-                    if exc.partial is not None:
-                        done.append(writer.add_stage(exc.partial))
-                    raise
-                line.done()
-                done.append(writer.add_stage(res))
-                if done[-1]["e2e"].get("p50"):
-                    e2e[c] = done[-1]["e2e"]["p50"] / 1000
+            done = run_ramp(plan, writer)
         except KeyboardInterrupt:
             print("loadgen: interrupted; results so far are saved", file=sys.stderr)
             writer.finish(interrupted=True)
-            if done:
-                print(stage_table(done))
+            if writer.stages:
+                print(stage_table(writer.stages))
             print(f"loadgen: results in {writer.path}", file=sys.stderr)
             return 130
         writer.finish(interrupted=False)

@@ -82,6 +82,11 @@ class RampConfig:
     loop: str = "auto"
     keep_parts: bool = False
     """Also write each load process's own stage results (OUT/parts/), before merging."""
+    url: str | None = None
+    """One port for every target that names none: servers started in turn by their ``start`` commands."""
+    max_stage_s: float | None = None
+    max_run_s: float | None = None
+    """Time budgets (``loadgen crossover``): per stage, and for the whole run."""
     slo: dict = field(default_factory=dict)
     targets: list[TargetConf] = field(default_factory=list)
     """Empty: start the embedded simulator once per ``simulator.modes``."""
@@ -193,12 +198,20 @@ class _Checker:
 
 RUN_KEYS = ("ladder", "warmup", "duration", "requests", "seed", "workload", "prompt_tokens", "max_tokens",
             "ignore_eos", "tokenizer", "out", "bin", "max_cooldown", "connect_timeout", "read_timeout", "loop",
-            "keep_parts")
+            "keep_parts", "url", "max_stage_time", "max_run_time")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
                "startup_timeout")
 SIM_KEYS = ("profile", "time_scale", "seed", "modes", "pin")
 TOP_KEYS = ("run", "slo", "targets", "simulator", "tool")
+
+
+def _url(c: "_Checker", key: str, value) -> str:
+    url = c.string(key, value)
+    p = urlparse(url)
+    if p.scheme not in ("http", "https") or not p.netloc:
+        raise c.fail(key, f"{url!r} is not an http(s) URL")
+    return url.rstrip("/")
 
 
 def parse(doc: dict, source: str = "config") -> RampConfig:
@@ -249,6 +262,12 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
             raise c.fail("run.loop", f"expected one of {', '.join(LOOPS)}, got {cfg.loop!r}")
     if "keep_parts" in run:
         cfg.keep_parts = c.boolean("run.keep_parts", run["keep_parts"])
+    if "url" in run:
+        cfg.url = _url(c, "run.url", run["url"])
+    if "max_stage_time" in run:
+        cfg.max_stage_s = c.seconds("run.max_stage_time", run["max_stage_time"])
+    if "max_run_time" in run:
+        cfg.max_run_s = c.seconds("run.max_run_time", run["max_run_time"])
 
     slo = c.table("slo", doc.get("slo", {}))
     c.known("slo", slo, SLO_KEYS)
@@ -259,13 +278,16 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
         key = f"targets.{label}"
         t = c.table(key, t)
         c.known(key, t, TARGET_KEYS)
-        if "url" not in t:
-            raise c.fail(f"{key}.url", "missing (every target needs a url)")
-        url = c.string(f"{key}.url", t["url"])
-        p = urlparse(url)
-        if p.scheme not in ("http", "https") or not p.netloc:
-            raise c.fail(f"{key}.url", f"{url!r} is not an http(s) URL")
-        tc = TargetConf(label, url.rstrip("/"))
+        if "url" not in t and cfg.url is None:
+            raise c.fail(f"{key}.url", "missing (every target needs a url, or run.url gives one for all)")
+        if "url" in t:
+            url = _url(c, f"{key}.url", t["url"])
+        else:
+            url = cfg.url
+            if "start" not in t:
+                raise c.fail(f"{key}.start", "missing: a target on run.url's shared port needs the command that "
+                             "starts its server")
+        tc = TargetConf(label, url)
         if "protocol" in t:
             tc.protocol = c.string(f"{key}.protocol", t["protocol"])
             if tc.protocol not in PROTOCOLS:
