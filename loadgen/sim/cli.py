@@ -22,6 +22,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-running-requests", type=int, default=0, help="default: the profile's (48 under spec)")
     p.add_argument("--max-queued-requests", type=int, default=None)
     p.add_argument("--incremental-streaming-output", action="store_true")
+    p.add_argument("--stream-shape", choices=("step", "burst"), default="step",
+                   help="step: one event per step with all its tokens (SGLang); burst: one event per token, "
+                        "a step's tokens written back to back (llama.cpp's accepted drafts)")
     p.add_argument("--speculative-algorithm", default=None, help="implies --mode spec")
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
@@ -122,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         max_running=args.max_running_requests,
         max_queued=args.max_queued_requests,
         incremental=args.incremental_streaming_output,
+        stream_shape=args.stream_shape,
         adaptive=args.speculative_adaptive,
         truth_path=args.truth_file,
         context_length=args.context_length,

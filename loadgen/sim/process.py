@@ -33,12 +33,17 @@ class SimProcess:
         *,
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
+        stream_shape: str = "step",
     ) -> None:
+        """``stream_shape``: "step" (SGLang's one event per step) or "burst" (llama.cpp's one event per
+        token, a step's tokens written back to back); see docs/simulator.md."""
         self.argv = [
             sys.executable, "-m", "loadgen", "sim",
             "--profile", str(profile), "--mode", mode, "--host", host, "--port", "0",
             "--time-scale", repr(float(time_scale)), "--seed", str(seed), *map(str, extra_args),
         ]  # fmt: skip
+        if stream_shape != "step":
+            self.argv += ["--stream-shape", stream_shape]
         self.cpu = cpu
         self.startup_timeout = startup_timeout
         self.url = ""

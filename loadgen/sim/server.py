@@ -34,6 +34,7 @@ from loadgen.sim.validate import (
     parse_generate,
 )
 
+STREAM_SHAPES = ("step", "burst")
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 DONE = b"data: [DONE]\n\n"
 QUEUE_FULL = "The request queue is full."
@@ -58,6 +59,10 @@ class ServerConfig:
     """SGLang aborts a disconnected request only after this long (before time-scaling)."""
     host: str = "127.0.0.1"
     port: int = 0
+    stream_shape: str = "step"
+    """How a step's tokens reach a stream: "step" = one event carrying all of them (SGLang, vLLM);
+    "burst" = one event per token, a step's tokens written back to back (llama.cpp, whose accepted
+    drafts arrive as separate events microseconds apart)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -94,6 +99,7 @@ class SimServer:
         self.context_length = cfg.context_length or cfg.profile.context_length
         self.model_name = cfg.model_name or cfg.profile.model_name
         self.speculative = cfg.mode == "spec"
+        self.burst = cfg.stream_shape == "burst"
         self.metrics = Metrics()
         self.truth = TruthStore(path=cfg.truth_path)
         self.flights: dict[str, Flight] = {}
@@ -290,11 +296,13 @@ class SimServer:
             "spec_correct_drafts_histogram": list(req.histogram),
         }
 
-    def _meta(self, fl: Flight, n: int, first: bool) -> dict:
+    def _meta(self, fl: Flight, n: int, first: bool, partial: bool = False) -> dict:
+        """``partial``: an event before the last of a burst, which never carries the finish."""
         req = fl.req
+        done = req.finished and not partial
         meta = {
             "id": req.rid,
-            "finish_reason": self._finish_reason(fl),
+            "finish_reason": self._finish_reason(fl) if done else None,
             "prompt_tokens": req.prompt_tokens,
             "weight_version": "default",
             "num_retractions": 0,
@@ -304,7 +312,7 @@ class SimServer:
         }
         if first:
             meta["response_sent_to_client_ts"] = time.time()
-        if req.finished:
+        if done:
             meta["e2e_latency"] = (now_ns() - req.truth.received_ns) / 1e9
             meta.update(self._spec_fields(req))
         return meta
@@ -392,6 +400,17 @@ class SimServer:
             n = req.produced
             if n == sent and not req.finished:
                 continue
+            if self.burst:
+                # llama.cpp's shape: every token but the step's last its own event, written back to back
+                # (no await between the writes while the socket takes them)
+                for m in range(sent + 1, n):
+                    delta = out.advance(m)
+                    event = {"text": delta if incremental else out.text,
+                             "output_ids": out.ids(sent if incremental else 0, m),
+                             "meta_info": self._meta(fl, m, sent == 0, partial=True)}
+                    await resp.write(_sse(event))
+                    self._stamp(fl, m - sent)
+                    sent = m
             delta = out.advance(n)
             if incremental:
                 event = {"text": delta, "output_ids": out.ids(sent, n)}
@@ -525,6 +544,18 @@ class SimServer:
             n = req.produced
             if n == sent and not req.finished:
                 continue
+            if self.burst:
+                # llama.cpp's shape: every token but the step's last its own event, written back to back
+                for m in range(sent + 1, n):
+                    d = out.advance(m)
+                    if chat and not d:
+                        continue  # no text for it (a trimmed stop string): the next event carries it
+                    usage = b',"usage":' + orjson.dumps(self._usage(fl, m, chat)) if job.continuous_usage else usage_null
+                    ev = pre + orjson.dumps(d) + post + usage + b"}\n\n"
+                    await resp.write(role + ev if first and chat else ev)
+                    first = False
+                    self._stamp(fl, m - sent)
+                    sent = m
             delta = out.advance(n)
             parts: list[bytes] = []
             if first and chat:
@@ -664,6 +695,7 @@ class SimServer:
                 "mode": self.cfg.mode,
                 "time_scale": self.cfg.time_scale,
                 "seed": self.cfg.seed,
+                "stream_shape": self.cfg.stream_shape,
                 "generated_tokens": stats.generated_tokens,
                 "events_written": self.metrics.events_written,
                 "forwards": stats.steps,
