@@ -1,0 +1,141 @@
+"""A stage's lifecycle as a user meets it: the steady warm-up, time budgets, cuts told as they happened.
+
+Real processes (`loadgen run` against the embedded simulator), real signals.
+"""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from loadgen.bench.client_bench import RequestCycle
+from loadgen.bench.procs import schedserver
+from loadgen.request import GenRequest
+from loadgen.runner import RunOptions, StageSpec, run_stage_sync
+from loadgen.target import Target
+
+
+def _start(out, *args):
+    return subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--sim-time-scale", "10", "--out", str(out),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _stages(out):
+    return json.loads(out.read_text())["stages"] if out.exists() else []
+
+
+def _wait_for(pred, timeout_s=120.0):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _stderr_until(p, needle: str, timeout_s=120.0) -> str:
+    """Read the child's stderr line by line until ``needle`` shows up (or it exits)."""
+    seen = []
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            break
+    return "".join(seen)
+
+
+def test_interrupted_warmup_is_noted_as_such(tmp_path):
+    """SIGTERM during a long warm-up: the stage is kept, cut in the warm-up, and says only that (before:
+    "cool-down exceeded 600 s", "N of M users had not finished a first request", "no request started")."""
+    out = tmp_path / "run.json"
+    p = _start(out, "--concurrency", "4", "--warmup", "60s", "--duration", "5s")
+    _stderr_until(p, "stage")  # the stage has begun
+    time.sleep(3.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    [s] = _stages(out)
+    assert s["incomplete"] is True
+    assert s["cut"]["phase"] == "warm-up" and s["cut"]["by"] == "interrupt"
+    assert 2.0 < s["cut"]["at_s"] < 30.0
+    assert len(s["notes"]) == 1, s["notes"]
+    assert "during the warm-up" in s["notes"][0] and "never opened" in s["notes"][0]
+    assert not any("cool-down" in n or "users had not finished" in n or "no request started" in n for n in s["notes"])
+
+
+def test_interrupted_window_with_two_processes_is_kept_with_progress(tmp_path):
+    """--processes 2: progress lines appear and the interrupted stage is kept, marked incomplete,
+    its window cut where it was (before: no progress line, and the stage missing from run.json)."""
+    out = tmp_path / "run.json"
+    p = _start(out, "--concurrency", "4", "--warmup", "0.5s", "--duration", "60s", "--processes", "2")
+    seen = _stderr_until(p, "window", timeout_s=60)
+    time.sleep(3.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=90)
+    assert p.returncode == 130, seen + err
+    assert "C=4: window" in seen + err, seen + err  # the merged progress line of both processes
+    stages = _stages(out)
+    [s] = stages
+    assert s["incomplete"] is True and s["client"]["processes"] == 2
+    assert s["cut"]["phase"] == "window" and s["cut"]["by"] == "interrupt"
+    assert 0 < s["window"]["duration_s"] < 60 and s["output_tokens"] > 0
+    assert any("in the window" in n and "cut to" in n for n in s["notes"]), s["notes"]
+
+
+def test_max_stage_time_cuts_the_stage_and_the_ladder_goes_on(tmp_path):
+    out = tmp_path / "run.json"
+    p = _start(out, "--concurrency", "1,2", "--warmup", "0.5s", "--duration", "30s", "--max-stage-time", "4s")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    stages = _stages(out)
+    assert [s["concurrency"] for s in stages] == [1, 2]
+    for s in stages:
+        assert s["incomplete"] is True and s["cut"]["by"] == "max-stage-time" and s["cut"]["phase"] == "window"
+        assert 2.0 < s["window"]["duration_s"] < 4.0 and s["output_tokens"] > 0
+        assert any("--max-stage-time reached in the window" in n for n in s["notes"]), s["notes"]
+    assert "estimated" in err and "left" in err
+
+
+def test_max_run_time_stops_the_run_and_says_what_was_not_run(tmp_path):
+    out = tmp_path / "run.json"
+    p = _start(out, "--concurrency", "1,2,3,4", "--warmup", "0.5s", "--duration", "3s", "--max-run-time", "6s")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    doc = json.loads(out.read_text())
+    assert len(doc["run"]["planned_stages"]) == 4
+    ran = len(doc["stages"])
+    assert 1 <= ran < 4
+    assert doc["run"]["cut"] == {"by": "max-run-time", "stages_not_run": 4 - ran}
+    assert "at most 6 s (--max-run-time)" in err and "--max-run-time reached" in err
+
+
+def test_warmup_ends_when_the_load_is_steady():
+    """A server with a constant rate: the window opens once every user started and the rate settled,
+    long before the cap (the old rule: 2.5 request durations)."""
+    req = GenRequest(workload="w", prompt="x", max_tokens=100)
+    with schedserver("--interval-ms", "10", "--tokens", "1", "--ttft-ms", "10", cpu=None) as url:
+        spec = StageSpec(8, duration_s=2.0, warmup_s=0.5, max_warmup_s=30.0, ramp_s=1.0, expected_request_s=1.0)
+        t0 = time.perf_counter_ns()
+        res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
+    opened_after_s = (res.window_start_ns - t0) / 1e9
+    # ramp 1 s, then two 1 s spans of equal rate: ~3 s (measured 3.0-3.3 s); the cap is 30 s
+    assert 1.0 < opened_after_s < 10.0, opened_after_s
+    d = res.to_dict()
+    assert d["cut"] is None and not d["incomplete"] and d["notes"] == [], d["notes"]
+    assert 700 < d["output_tokens_per_s"] < 900  # 8 streams x 100 tok/s, less the 10 ms TTFT per 1 s request
+
+
+def test_streams_running_at_the_stage_end_count_their_window_chunks():
+    """Requests far longer than the window (started in the warm-up, still streaming when the stage ends)
+    deliver most of the window's tokens: they count (before: dropped, window tokens ~0)."""
+    req = GenRequest(workload="w", prompt="x", max_tokens=2000)  # 20 s per request at 100 tok/s
+    with schedserver("--interval-ms", "10", "--tokens", "1", "--ttft-ms", "10", cpu=None) as url:
+        spec = StageSpec(4, duration_s=2.0, warmup_s=1.0, max_cooldown_s=2.0)
+        res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
+    d = res.to_dict()
+    assert 350 < d["output_tokens_per_s"] < 450, d["output_tokens_per_s"]  # 4 streams x 100 tok/s
+    assert d["requests"]["started"] == 0 and "no request started inside the steady window" in d["notes"]
