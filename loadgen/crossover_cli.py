@@ -268,9 +268,15 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
 def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
     from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
 
+    from loadgen.report import winner_word
+
     lines = []
     for wl, per in res["workloads"].items():
         if metric not in per:
+            cov = (res.get("coverage") or {}).get(wl, {})
+            if cov.get("status") == "not compared":  # say so: an empty table would read as "no difference"
+                lines.append(f"\nworkload {wl}: NOT COMPARED")
+                lines.append(f"  • {cov.get('recommendation') or wl + ': not compared.'}")
             continue
         a = per[metric]["analysis"]
         unit = per[metric]["unit"]
@@ -281,7 +287,7 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
             d, lo, hi = c["delta"], c["ci_low"], c["ci_high"]
             rows.append([str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
                          "-" if d is None else f"{d * 100:+.1f}",
-                         "-" if lo is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]", c["verdict"]])
+                         "-" if lo is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]", winner_word(c)])
         w = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines += ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
         for name, m in per.items():

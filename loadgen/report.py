@@ -81,7 +81,9 @@ def analysis(out_dir: Path, doc: dict, *, confidence: float | None = None, force
         try:
             fresh = not run_path.exists() or path.stat().st_mtime >= run_path.stat().st_mtime
             res = orjson.loads(path.read_bytes())
-            if (fresh and isinstance(res, dict) and {"baseline", "spec", "workloads", "confidence"} <= res.keys()
+            # without "coverage" it predates the verdicts that name missing and flagged stages: redo it
+            if (fresh and isinstance(res, dict)
+                    and {"baseline", "spec", "workloads", "confidence", "coverage"} <= res.keys()
                     and (confidence is None or abs(res["confidence"] - confidence) < 1e-9)
                     and (res["baseline"], res["spec"]) == roles(doc)):
                 return res
@@ -193,12 +195,17 @@ def _rate(tl: dict) -> list[float]:
 
 
 def _flags(sl: Slice) -> list[tuple[str, str]]:
+    from loadgen.compare import cut_words
+
     out = []
     for s in sl.stages:
         for r in s["client"].get("reasons", []) if s["client"].get("client_bound") else []:
             out.append(("client", f"client-bound: {r}"))
+        cut = cut_words(s.get("cut"))
         if s.get("incomplete"):
-            out.append(("incomplete", "incomplete stage (interrupted)"))
+            out.append(("incomplete", f"incomplete stage ({cut})" if cut else "incomplete stage (interrupted)"))
+        elif cut:
+            out.append(("incomplete", f"stage {cut}"))
         for n in s.get("notes", []):
             out.append(("note", str(n)))
     req = sl.d.get("requests", {})
@@ -288,7 +295,8 @@ def verdict_kind(a: dict) -> str:
     if vs == {"baseline"}:
         return "baseline"
     if vs <= {"tie"}:
-        return "tie"
+        # a tie too wide to call (crossover.py §3) is not "no difference"
+        return "inconclusive" if any(c.get("wide") for c in a["comparisons"]) else "tie"
     if "spec" in vs and "baseline" not in vs:
         return "spec-some"
     if "baseline" in vs and "spec" not in vs:
@@ -299,16 +307,38 @@ def verdict_kind(a: dict) -> str:
 KIND_CHIP = {"cross": ("crossover", "chip-cross"), "spec": ("speculation wins", "chip-spec"),
              "baseline": ("baseline wins", "chip-base"), "tie": ("no difference", "chip-tie"),
              "spec-some": ("speculation wins some", "chip-spec"), "baseline-some": ("baseline wins some", "chip-base"),
-             "mixed": ("mixed, unconfirmed", "chip-tie")}
+             "mixed": ("mixed, unconfirmed", "chip-tie"), "inconclusive": ("inconclusive", "chip-tie"),
+             "not compared": ("not compared", "chip-none")}
+
+
+def kind_of(m: dict | None) -> str:
+    """A metric entry's verdict kind (crossover.json from before "verdict": from its comparisons)."""
+    if not m:
+        return "not compared"
+    return m.get("verdict") or verdict_kind(m["analysis"])
+
+
+def short(m: dict) -> str:
+    """A metric's verdict for a summary line: its first sentence, then what it rests on (the caveat)."""
+    rec = m["recommendation"]
+    cav = m.get("caveat") or ""
+    body = rec[: len(rec) - len(cav)].rstrip() if cav and rec.endswith(cav) else rec
+    return " ".join(x for x in (first_sentence(_strip(body)), cav) if x)
 
 
 def headline(res: dict, metric: str = PRIMARY) -> list[tuple[str, str, str]]:
-    """(workload, sentence, kind) per workload, from the primary metric's recommendation."""
+    """(workload, sentence, kind) per workload, from the primary metric's verdict (see :func:`short`).
+
+    A workload never compared is listed as "not compared", with the sentence that says why.
+    """
     out = []
     for wl, per in res["workloads"].items():
         if metric in per:
-            out.append((wl, _strip(per[metric]["recommendation"]), verdict_kind(per[metric]["analysis"])))
-    order = {"cross": 0, "mixed": 1, "baseline": 2, "baseline-some": 2, "spec": 3, "spec-some": 3, "tie": 4}
+            out.append((wl, short(per[metric]), kind_of(per[metric])))
+        elif (res.get("coverage") or {}).get(wl, {}).get("status") == "not compared":
+            out.append((wl, _strip(res["coverage"][wl].get("recommendation", "not compared")), "not compared"))
+    order = {"cross": 0, "mixed": 1, "baseline": 2, "baseline-some": 2, "spec": 3, "spec-some": 3, "tie": 4,
+             "inconclusive": 4, "not compared": 5}
     return sorted(out, key=lambda t: (order.get(t[2], 5), t[0] == "all", t[0]))
 
 
@@ -412,7 +442,7 @@ def delta_chart(res: dict, a: dict | None, label: str = "output throughput") -> 
     hi = [c["ci_high"] * 100 if c["ci_high"] is not None else None for c in comps]
     tips = [f"C={c['concurrency']}: Δ {c['delta'] * 100:+.1f} %"
             + (f" [{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]" if c["ci_low"] is not None else "")
-            + f" → {c['verdict']}" for c in comps]
+            + f" → {winner_word(c)}" for c in comps]
     spans, lines = _crossover_marks(a)
     s = Series("Δ % (spec − baseline) / baseline", cs, ys, "#334155", band=(lo, hi), tips=tips)
     return Chart(f"Δ {label}, speculation vs baseline", [s], ylabel="Δ %", ysuffix="%", hline=0.0, spans=spans,
@@ -515,6 +545,13 @@ def _chip(kind: str) -> str:
 VERDICT_CLS = {"spec": "v-spec", "baseline": "v-base", "tie": "v-tie"}
 
 
+def winner_word(c: dict) -> str:
+    """A stage's "winner" cell: the better target's role, "tie", or "inconclusive" for a tie too wide to call."""
+    if c["verdict"] != "tie":
+        return c["verdict"]
+    return "inconclusive" if c.get("wide") else "tie"
+
+
 def _forest(c: dict, scale: float) -> str:
     """A tiny interval bar: the Δ and its interval around zero."""
     if c["ci_low"] is None or c["delta"] is None:
@@ -564,7 +601,7 @@ def comparison_table(res: dict, per_metric: dict, metric: str, per_target: dict[
             sl = per_target.get(label, {}).get(cc)
             if sl:
                 flags += [(k, label, t) for k, t in sl.flags]
-        winner = {"spec": res["spec"], "baseline": res["baseline"]}.get(c["verdict"], "tie")
+        winner = {"spec": res["spec"], "baseline": res["baseline"]}.get(c["verdict"], winner_word(c))
         note = f' title="{escape(c["note"])}"' if c.get("note") else ""
         rows.append(
             f'<tr><td class="num">{cc}</td><td class="num">{c["mean_baseline"]:.{nd}f}</td>'
@@ -607,7 +644,7 @@ def verdict_matrix(res: dict, per_metric: dict) -> str:
                 cells.append('<td class="m-none">·</td>')
                 continue
             d = "–" if x["delta"] is None else _pct_short(x["delta"])
-            tip = f"{m['label']} at C={c}: {x['verdict']}"
+            tip = f"{m['label']} at C={c}: {winner_word(x)}"
             if x["ci_low"] is not None:
                 tip += f", Δ {x['delta'] * 100:+.1f} % [{x['ci_low'] * 100:+.1f}, {x['ci_high'] * 100:+.1f}]"
             cells.append(f'<td class="m-{x["verdict"]}" title="{escape(tip)}">{d}</td>')
@@ -671,7 +708,8 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         per_target = sl.get(wl, {})
         a = per_metric.get(PRIMARY, {}).get("analysis")
         anchor = "wl-" + _slug(wl)
-        kind = verdict_kind(a) if a else "tie"
+        cov = (res.get("coverage") or {}).get(wl, {})
+        kind = kind_of(per_metric.get(PRIMARY))
         nav.append(f'<a href="#{anchor}">{escape(wl)} {_chip(kind)}</a>')
         thr = throughput_chart(res, wl, per_target, a)
         dlt = delta_chart(res, a)
@@ -706,9 +744,13 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         table = (f'<div class="tabs" data-tabs><div class="tabbar">{"".join(mtabs)}</div>{"".join(mpanels)}</div>'
                  if per_metric else '<p class="muted">no concurrency measured by both targets</p>')
         recs = "".join(
-            f'<li>{_chip(verdict_kind(m["analysis"]))} <b>{escape(m["label"])}</b>: {escape(_strip(m["recommendation"]))}</li>'
+            f'<li>{_chip(kind_of(m))} <b>{escape(m["label"])}</b>: {escape(_strip(m["recommendation"]))}</li>'
             for m in per_metric.values())
-        lead = escape(_cap(_strip(per_metric[PRIMARY]["recommendation"]))) if PRIMARY in per_metric else ""
+        if PRIMARY in per_metric:
+            lead = escape(_cap(_strip(per_metric[PRIMARY]["recommendation"])))
+        else:  # never compared (or not for this metric): say so, never "no difference"
+            lead = escape(_cap(_strip(cov.get("recommendation") or "not compared: no concurrency has output "
+                                      "throughput measured by both targets.")))
         title_wl = "all workloads together" if wl == "all" else wl
         sections.append(f"""
 <section class="card workload" id="{anchor}">
@@ -731,7 +773,7 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
 
     # summary
     items = headline(res)
-    lines = "<ul>" + "".join(f'<li>{_chip(kind)} <b>{escape(wl)}</b>: {escape(first_sentence(text))}</li>'
+    lines = "<ul>" + "".join(f'<li>{_chip(kind)} <b>{escape(wl)}</b>: {escape(text)}</li>'
                              for wl, text, kind in items) + "</ul>" if len(items) > 1 else ""
     hint = sglang_hint(doc, res)
     hint_html = f'<p class="hint">{escape(hint)}</p>' if hint else ""
@@ -791,7 +833,7 @@ def _top_sentence(res: dict) -> str:
         return "No concurrency was measured by both targets, so nothing can be compared."
     crossing = [(wl, t) for wl, t, k in items if k == "cross"]
     if len(items) == 1:
-        return _cap(first_sentence(items[0][1]))
+        return _cap(items[0][1])  # headline's short form: first sentence and what it rests on
     if crossing:
         wl, t = crossing[0]
         t = first_sentence(t).rstrip(".")
@@ -799,24 +841,43 @@ def _top_sentence(res: dict) -> str:
         return f"{wl}: {t}" + (f" — and {more} more workload{'s' if more > 1 else ''} cross over, "
                                                    "see below." if more else ".")
     kinds = {k for _, _, k in items}
+    caveats = any((per.get(PRIMARY) or {}).get("caveat") for per in res["workloads"].values())
+    rests = " (see below what each verdict rests on)." if caveats else "."
     if kinds == {"spec"}:
-        return "Speculation wins output throughput at every measured concurrency in every workload."
+        return "Speculation wins output throughput at every measured concurrency in every workload" + rests
     if kinds == {"baseline"}:
-        return "The baseline wins output throughput at every measured concurrency in every workload."
+        return "The baseline wins output throughput at every measured concurrency in every workload" + rests
+    never = [wl for wl, _, k in items if k == "not compared"]
+    if never:
+        return (f"No output-throughput crossover in any workload compared; {', '.join(never)} "
+                f"{'was' if len(never) == 1 else 'were'} not compared. The verdict per workload is below.")
     return "No output-throughput crossover in any workload; the verdict per workload is below."
 
 
 def _flags_card(sl, res: dict, dropped: list[str], run: dict) -> str:
+    from loadgen.compare import run_cut_words
+
     items = []
+    advice: dict[str, list[str]] = {}
     for wl, per_target in sl.items():
         for label, by_c in per_target.items():
             for c, s in sorted(by_c.items()):
                 for kind, text in s.flags:
                     items.append((kind, f"{wl} · {label} C={c}", text))
+                if any(k == "client" for k, _ in s.flags):
+                    for st in s.stages:
+                        tip = (st.get("client") or {}).get("advice")
+                        if tip and f"{label} C={c}" not in advice.setdefault(tip, []):
+                            advice[tip].append(f"{label} C={c}")
     for d in dropped:
         items.append(("fail", "results file", d))
-    if run.get("interrupted"):
-        items.append(("incomplete", "run", "the run was interrupted; only the stages that finished are reported"))
+    # planned stages that neither finished nor were analysed: the verdicts leave them out (crossover.Scope)
+    for wl, cov in (res.get("coverage") or {}).items():
+        for m in cov.get("missing", []):
+            items.append(("missing", f"{wl} C={m['concurrency']}", f"not measured by both targets: {m['why']}"))
+    cut = run_cut_words(run)
+    if cut:
+        items.append(("incomplete", "run", f"{cut}; only the stages that finished are analysed"))
     if not items:
         return ('<section class="card ok"><b>No flags:</b> no stage was client-bound, no request failed, '
                 'token counts are exact.</section>')
@@ -824,11 +885,16 @@ def _flags_card(sl, res: dict, dropped: list[str], run: dict) -> str:
     for kind, _, _ in items:
         counts[kind] = counts.get(kind, 0) + 1
     names = {"client": "client-bound", "fail": "with failures", "approx": "approximate token counts",
-             "incomplete": "incomplete", "note": "notes"}
+             "incomplete": "incomplete", "note": "notes", "missing": "planned but not compared"}
     summary = ", ".join(f"{n} {names.get(k, k)}" for k, n in counts.items())
     lis = "".join(f'<li class="f-{k}"><b>{escape(who)}</b>: {escape(text)}</li>' for k, who, text in items)
     explain = ""
-    if "client" in counts:
+    if "client" in counts and advice:
+        # the self-check's own advice for what it measured (stage.ClientHealth), not a fixed remedy
+        tips = "; ".join(f"{escape(tip)} ({escape(', '.join(who))})" for tip, who in advice.items())
+        explain += ("<p>Client-bound: loadgen itself distorted the figures there (latencies over-stated, throughput "
+                    f"under-stated); before trusting those stages: {tips}.</p>")
+    elif "client" in counts:  # results from before the self-check gave advice
         explain += ("<p>Client-bound: loadgen itself was too busy to stamp chunks on time, so latencies there may be "
                     "over-stated and throughput under-stated; rerun with more <code>--processes</code> or on a quieter "
                     "machine before trusting those stages.</p>")
@@ -956,6 +1022,7 @@ box-shadow:0 1px 2px rgba(16,24,40,.04)}
 white-space:nowrap}
 .chip-cross{background:#efe6fb;color:var(--cross)}.chip-spec{background:#fdebdf;color:#b44b0c}
 .chip-base{background:#e4ecfa;color:#2a519f}.chip-tie{background:#eef0f3;color:#4b5563}
+.chip-none{background:#fff;color:#667085;border:1px dashed #98a2b3}
 nav.wls{position:sticky;top:0;z-index:5;background:rgba(244,245,247,.94);backdrop-filter:blur(4px);
 padding:8px 0;display:flex;gap:8px;flex-wrap:wrap;border-bottom:1px solid var(--line)}
 nav.wls a{color:var(--ink);text-decoration:none;background:#fff;border:1px solid var(--line);border-radius:16px;
@@ -1001,7 +1068,7 @@ table.matrix thead th{font-size:12px;color:var(--muted);font-weight:600}
 .b-warn{background:#fdf3d7;color:#8a5a00}.b-fail{background:#fde2e2;color:#a61b1b}.b-note{background:#eef0f3;color:#4b5563}
 .flags.card{border-left:4px solid var(--warn)}
 .flags ul{margin:6px 0 0;padding-left:18px;font-size:13px}
-.flags li.f-fail,.flags li.f-incomplete{color:#a61b1b}
+.flags li.f-fail,.flags li.f-incomplete,.flags li.f-missing{color:#a61b1b}
 .ok.card{border-left:4px solid #2f9e6b;font-size:13px}
 ul.recs{padding-left:0;list-style:none;margin:0}
 ul.recs li{margin:5px 0}

@@ -18,7 +18,7 @@ from loadgen import __version__
 from loadgen.compare import BY_NAME as METRICS
 from loadgen.compare import roles
 from loadgen.errors import LoadgenError
-from loadgen.report import PRIMARY, analysis, first_sentence, headline, render, sglang_hint, slices, usable
+from loadgen.report import PRIMARY, analysis, headline, render, sglang_hint, slices, usable
 from loadgen.results import csv_text, load
 
 
@@ -187,8 +187,8 @@ def summary_text(doc: dict, res: dict, metric: str = PRIMARY, max_flags: int = 1
     from loadgen.crossover_cli import crossover_tables
 
     lines = [f"{res['baseline']} vs {res['spec']}: output throughput, {res['confidence'] * 100:g} % intervals"]
-    for wl, text, _ in headline(res):
-        lines.append(f"  {wl}: {first_sentence(text)}")
+    for wl, text, _ in headline(res):  # first sentence and what it rests on (report.short)
+        lines.append(f"  {wl}: {text}")
     hint = sglang_hint(doc, res)
     if hint:
         lines.append(f"  {hint}")

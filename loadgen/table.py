@@ -13,10 +13,14 @@ def stage_table(stages: list[dict]) -> str:
     head = ["target", "C", "ok", "fail", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "gap p50",
             "tok/chunk", "TPOT p50", "accept", "client"]
     rows = [head]
+    from loadgen.compare import cut_words
+
     for d in stages:
         flag = "BOUND" if d["client"]["client_bound"] else "ok"
         if d.get("incomplete"):
             flag += " incomplete"
+        elif d.get("cut"):
+            flag += " cut"
         rows.append([
             d["target"], str(d["concurrency"]), str(d["requests"]["completed"]), str(d["requests"]["failed"]),
             _f(d["output_tokens_per_s"]), _f(d["ttft"].get("p50"), 2), _f(d["ttft"].get("p99"), 2),
@@ -31,6 +35,10 @@ def stage_table(stages: list[dict]) -> str:
     for d in stages:
         for reason in d["client"]["reasons"]:
             notes.append(f"{d['target']} C={d['concurrency']}: client-bound: {reason}")
+        if d["client"].get("client_bound") and d["client"].get("advice"):
+            notes.append(f"{d['target']} C={d['concurrency']}: advice: {d['client']['advice']}")
+        if d.get("cut"):
+            notes.append(f"{d['target']} C={d['concurrency']}: {cut_words(d['cut'])}")
         for f, info in d["requests"]["failures"].items():
             notes.append(f"{d['target']} C={d['concurrency']}: {info['count']} × {f}: {info['first_message']}")
         if d.get("token_counts") == "approximate":

@@ -119,3 +119,34 @@ def test_errors_are_one_line(tmp_path):
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2, (args, p.stderr)
         assert words in lines[-1] and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_from_a_cut_run_says_what_was_not_compared(tmp_path):
+    """A real simulator run, then run.json doctored as if cut before the code workload's speculative stages and
+    before the planned C=16 (issue 12: the cut workload read "no difference", the cut ladder "safe everywhere")."""
+    out = tmp_path / "xo"
+    p = loadgen("crossover", "--ladder", "1,4", "--workloads", "chat,code", "--duration", "2s", "--warmup", "0.5s",
+                "--sim-time-scale", "10", "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    doc["stages"] = [s for s in doc["stages"] if not (s["target"] == "spec" and "code" in s["workloads"])]
+    run = doc["run"]
+    run["ladder"] = [1, 4, 16]
+    run["planned_stages"] = [{"workload": w, "concurrency": c, "target": t}
+                             for w in ("chat", "code") for c in (1, 4, 16) for t in ("baseline", "spec")]
+    run["cut"] = {"by": "interrupt", "stages_not_run": 6}
+    run["interrupted"] = True
+    (out / "run.json").write_text(json.dumps(doc))
+    (out / "crossover.json").unlink()
+    again = loadgen("crossover", "--from", str(out))
+    assert again.returncode == 0, again.stderr
+    assert "workload code: NOT COMPARED" in again.stdout
+    assert ("code: not compared: no concurrency has complete stages of both targets (baseline: measured C=1, 4 "
+            "and did not run C=16; spec: did not run C=1, 4, 16") in again.stdout
+    assert "Measured C=1–4 of the planned C=1–16; not measured by both targets: C=16 (not run)" in again.stdout
+    assert "never loses" not in again.stdout and "no difference" not in again.stdout.split("workload code")[1]
+    res = json.loads((out / "crossover.json").read_text())
+    assert res["coverage"]["code"]["status"] == "not compared" and res["workloads"]["code"] == {}
+    assert not any(m["everywhere"] for m in res["workloads"]["chat"].values())
+    html = (out / "report.html").read_text()
+    assert '<span class="chip chip-none">not compared</span>' in html

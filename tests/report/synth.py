@@ -131,3 +131,46 @@ def write_run(out: Path, doc: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return out
+
+
+def _noisy(d: dict, cv: float, seed: str) -> dict:
+    """Multiply each time bin's tokens by 1 + cv·N(0, 1): a stage whose throughput swings from bin to bin."""
+    r = random.Random(seed)
+    for tl in [d["timeline"]] + [m["timeline"] for m in d["workloads"].values()]:
+        tl["tokens"] = [int(max(0, t * (1 + cv * r.gauss(0.0, 1.0)))) for t in tl["tokens"]]
+    return d
+
+
+CLIENT_REASON = "event-loop lag p99 0.10 ms > 10% of median chunk gap 0.00 ms"
+CLIENT_ADVICE = "the server sends drafts as bursts; measure on a quieter machine (synthetic advice)"
+
+
+def cut_run_doc() -> dict:
+    """Shaped like the issue's GPU run: ladder 1,4,16,64,256 planned for predictable and freetext, cut by an
+    interrupt after C=64. predictable: speculation better at C=1, the same speed above but with bins swinging
+    ±120 % (ties far too wide to call), every spec stage client-bound; freetext: baseline stages only, its first
+    spec stage cut in the warm-up (the spec server came last, one GPU)."""
+    stages = []
+    for c in (1, 4, 16, 64):
+        for target in ("baseline", "spec"):
+            # speedup makes the spec's per-user rate equal the baseline's above C=1
+            speedup = 1.0 if c == 1 else user_rate("baseline", c) / user_rate("spec", c)
+            d = stage(target, "predictable", c, len(stages), speedup=speedup)
+            if c > 1:
+                _noisy(d, 1.2, f"{target}:{c}")
+            if target == "spec":
+                d["client"].update(client_bound=True, reasons=[CLIENT_REASON], advice=CLIENT_ADVICE)
+            stages.append(d)
+    for c in (1, 4, 16, 64):
+        stages.append(stage("baseline", "freetext", c, len(stages)))
+    cut = stage("spec", "freetext", 1, len(stages), incomplete=True)
+    cut["cut"] = {"phase": "warm-up", "at_s": 41.2, "by": "interrupt"}
+    stages.append(cut)
+    doc = run_doc(ladder=(1,), workloads=("predictable",), flags=False)
+    run = doc["run"]
+    run.update(ladder=[1, 4, 16, 64, 256], workloads=["predictable", "freetext"], interrupted=True,
+               cut={"by": "interrupt", "stages_not_run": 9})
+    run["planned_stages"] = [{"workload": w, "concurrency": c, "target": t} for w in run["workloads"]
+                             for c in run["ladder"] for t in ("baseline", "spec")]
+    doc["stages"] = stages
+    return doc

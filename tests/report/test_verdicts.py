@@ -1,0 +1,111 @@
+"""A cut run reported as it happened (issue 12): terminal tables, crossover.json and report.html."""
+
+import re
+from html import unescape
+
+import orjson
+import pytest
+
+from loadgen.compare import analyze_run
+from loadgen.crossover_cli import crossover_tables
+from loadgen.report import render
+from loadgen.report_cli import summary_text
+from tests.report.synth import CLIENT_ADVICE, cut_run_doc, run_doc, write_run
+
+
+@pytest.fixture(scope="module")
+def cut_run(tmp_path_factory):
+    doc = cut_run_doc()
+    out = write_run(tmp_path_factory.mktemp("cut") / "run", doc)
+    html = render(out, png=False).read_text(encoding="utf-8")
+    res = orjson.loads((out / "crossover.json").read_bytes())
+    return doc, res, html
+
+
+def _text(html: str) -> str:
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
+
+
+def test_a_workload_never_compared_is_not_compared_in_json(cut_run):
+    _, res, _ = cut_run
+    cov = res["coverage"]["freetext"]
+    assert cov["status"] == "not compared" and cov["compared"] == []
+    assert cov["recommendation"].startswith("freetext: not compared: no concurrency has complete stages of both "
+                                            "targets (baseline: measured C=1, 4, 16, 64 and did not run C=256; "
+                                            "spec: cut at C=1 and did not run C=4, 16, 64, 256")
+    assert {"concurrency": 1, "why": "spec cut in the warm-up at 41 s by an interrupt"} in cov["missing"]
+    assert res["workloads"]["freetext"] == {}  # no metric there to be read as a tie
+    assert res["coverage"]["predictable"]["status"] == "compared"
+
+
+def test_a_workload_never_compared_is_not_compared_in_the_terminal(cut_run):
+    doc, res, _ = cut_run
+    table = crossover_tables(res)
+    assert "workload freetext: NOT COMPARED" in table
+    assert "freetext: not compared: no concurrency has complete stages of both targets" in table
+    summary = summary_text(doc, res)
+    assert "  freetext: not compared:" in summary
+    assert "no difference" not in summary
+
+
+def test_a_workload_never_compared_is_not_compared_in_the_report(cut_run):
+    _, _, html = cut_run
+    assert re.search(r'href="#wl-freetext">freetext <span class="chip chip-none">not compared</span>', html)
+    section = html[html.index('id="wl-freetext"'):html.index('id="wl-predictable"')]
+    assert "chip-tie" not in section and "no difference" not in section
+    assert "Not compared: no concurrency has complete stages of both targets" in _text(section)
+    assert "freetext was not compared" in _text(html)  # the top answer
+
+
+def test_a_cut_ladder_never_yields_safe_everywhere(cut_run):
+    doc, res, html = cut_run
+    rec = res["workloads"]["predictable"]["output_tokens_per_s"]
+    text = rec["recommendation"]
+    assert "never loses" not in text and "enabling it everywhere is safe;" not in text
+    assert "speculation is better at C=1 and inconclusive elsewhere in C=1–64" in text
+    assert "C=256 was not compared; every compared stage is flagged; C=4, 16, 64 are inconclusive" in text
+    assert ("Measured C=1–64 of the planned C=1–256; not measured by both targets: C=256 (not run); the run was "
+            "cut by an interrupt with 9 planned stages not run.") in text
+    assert "Flagged (figures may be distorted): spec client-bound at C=1, 4, 16, 64." in text
+    for said in (crossover_tables(res), summary_text(doc, res), _text(html)):
+        assert "never loses" not in said
+        assert "Measured C=1–64 of the planned C=1–256" in said
+    assert not any(m["everywhere"] for m in res["workloads"]["predictable"].values())
+
+
+def test_wide_ties_read_inconclusive_with_the_width_needed(cut_run):
+    _, res, html = cut_run
+    a = res["workloads"]["predictable"]["output_tokens_per_s"]["analysis"]
+    assert [(c["verdict"], c["wide"]) for c in a["comparisons"][1:]] == [("tie", True)] * 3
+    table = crossover_tables(res)
+    rows = [line.split() for line in table.splitlines() if re.match(r"\s*(4|16|64)\s", line)][:3]
+    assert [r[-1] for r in rows] == ["inconclusive"] * 3
+    rec = res["workloads"]["predictable"]["output_tokens_per_s"]["recommendation"]
+    assert re.search(r"the intervals \(widest \[[-+]\d+\.\d, \+\d+\.\d\] % at C=\d+\) are wider than the ±5 % "
+                     r"needed to call a tie; narrowing them all to ±5 % would take about \d+× as many windows", rec)
+    assert ">inconclusive</td>" in html
+
+
+def test_flags_card_shows_the_self_checks_advice_and_where_stages_were_cut(cut_run):
+    _, _, html = cut_run
+    card = _text(html[html.index('<section class="card flags">'):html.index('<nav class="wls">')])
+    assert CLIENT_ADVICE in card and "rerun with more" not in card
+    assert "freetext · spec C=1 : incomplete stage (cut in the warm-up at 41 s by an interrupt)" in card
+    assert "predictable C=256 : not measured by both targets: not run" in card
+    assert "the run was cut by an interrupt with 9 planned stages not run" in card
+
+
+def test_older_files_fall_back_to_ladder_and_workloads():
+    """run.json from before planned_stages/cut: the plan is ladder × workloads × both targets."""
+    doc = run_doc(ladder=(1, 5), workloads=("code",), flags=False)
+    doc["run"]["ladder"] = [1, 5, 30]
+    res = analyze_run(doc)
+    assert res["coverage"]["code"]["missing"] == [{"concurrency": 30, "why": "not run"}]
+    rec = res["workloads"]["code"]["output_tokens_per_s"]["recommendation"]
+    assert rec == ("output throughput: speculation wins at every measured concurrency (C=1–5); no crossover. "
+                   "Measured C=1–5 of the planned C=1–30; not measured by both targets: C=30 (not run).")
+    # refinement stages are measured, not missing
+    doc["run"]["ladder"] = [1]
+    res = analyze_run(doc)
+    assert res["coverage"]["code"]["missing"] == [] and res["coverage"]["code"]["compared"] == [1, 5]
+    assert res["workloads"]["code"]["output_tokens_per_s"]["caveat"] == ""
