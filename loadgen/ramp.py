@@ -18,6 +18,7 @@ from loadgen.orchestrate import ManagedServer, ServerCommand
 from loadgen.probe import probe_sync
 from loadgen.progress import ProgressLine
 from loadgen.results import ResultsWriter
+from loadgen.servermetrics import WindowCounters
 from loadgen.runner import Interrupted, RequestSource, RunOptions, StageSpec, WindowProbe, run_stage_processes
 from loadgen.target import Target
 
@@ -44,7 +45,7 @@ class RampPlan:
     adapt_window: bool = False
     """The window was not chosen by the user: it grows to a request's duration, within the budget."""
     window_probe: Callable[[Target], WindowProbe | None] | None = None
-    """target → what scrapes its server's own counters at the window's edges (optional)."""
+    """target → what watches its server at the window's edges; default: its /metrics counters."""
 
     def stages(self) -> list[tuple[str, int, Target]]:
         order = [(w, c, t) for w in self.workloads for c in self.ladder for t in self.targets]
@@ -142,7 +143,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             log(f"[{i + 1}/{len(stages)}] {target.label} C={c} workload={wl} "
                 f"(elapsed {_fmt_s(time.monotonic() - t_start)}, about {_fmt_s(spec.estimate_s() + after)} left)")
             line = ProgressLine(f"{target.label} C={c}", after_s=after)
-            probe = plan.window_probe(target) if plan.window_probe is not None else None
+            probe = plan.window_probe(target) if plan.window_probe is not None else WindowCounters(target.url)
             try:
                 res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
                                           stage_index=index0 + i, loop_kind=plan.loop, progress=line,

@@ -236,7 +236,13 @@ async def run_stage(
                         await asyncio.sleep(CONNECT_BACKOFF_S)
 
             async def warm_up() -> None:
-                await _sleep_until(await find_window_start())
+                ws = await find_window_start()
+                if window_probe is not None:
+                    # the server's counters just before the window, so the scrape (a few ms of the loop,
+                    # 3-9 ms measured on the simulator) is not inside the window it measures
+                    await _sleep_until(ws - OPEN_SCRAPE_LEAD_NS)
+                    await window_probe.at_open()
+                await _sleep_until(ws)
                 cpu.mark_start()
 
             async def find_window_start() -> int:
@@ -260,19 +266,18 @@ async def run_stage(
                     if t >= cap or (t >= t_min and started_users[0] >= n_users and steady.settled()):
                         state.warmup_capped = t >= cap > t_min
                         state.measured_steady = t < cap
+                        # an instant a little ahead: every process sees it before it comes, and the
+                        # server's counters are read before it
                         if opened is None:
-                            open_window(t)
-                            return t
-                        # several processes: an instant a little ahead, which each sees before it comes
-                        opened(t + SHARED_OPEN_AHEAD_NS)
+                            open_window(t + OPEN_AHEAD_NS)
+                            return t + OPEN_AHEAD_NS
+                        opened(t + OPEN_AHEAD_NS)
                         continue
                     await asyncio.sleep(steady.every_s)
 
             async def phases() -> None:
                 await warm_up()
                 state.warm_users = state.first_done
-                if window_probe is not None:
-                    await window_probe.at_open()
                 await state.wait_window_closed()
                 acc_box[0].close(state.we)
                 lag.close_window(state.we)
@@ -341,9 +346,11 @@ async def run_stage(
 FAR = (1 << 62)
 """A window edge not yet known (int ns, later than any clock reading)."""
 FAR_NS = int(1e18)
-SHARED_OPEN_AHEAD_NS = int(0.5e9)
-"""With several processes the window opens this far after the first one found the load steady:
-they look every 0.25 s (Steadiness.every_s), so each has fixed the same instant before it comes."""
+OPEN_AHEAD_NS = int(0.5e9)
+"""An adaptive window opens this far after the load was found steady: with several processes,
+which look every 0.25 s (Steadiness.every_s), each has fixed the same instant before it comes."""
+OPEN_SCRAPE_LEAD_NS = int(0.2e9)
+"""The server's counters are read this long before the window opens."""
 
 
 @dataclass

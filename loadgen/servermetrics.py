@@ -284,3 +284,24 @@ def window_summary(before: Snapshot | None, after: Snapshot | None) -> dict:
         "output_tokens_from_drafts": ratio(accepted, out_tok),
         "counters": {k: _num(v) for k, v in counters.items()},
     }
+
+
+class WindowCounters:
+    """The runner's window probe (loadgen.runner.WindowProbe): scrapes at the window's open and close,
+    and gives the stage its ``server`` summary. Holds only the URL until used, so a stage worker
+    process can take it."""
+
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self._before: Snapshot | None = None
+
+    async def _scrape(self) -> Snapshot:
+        async with aiohttp.ClientSession() as session:
+            return await scrape(session, self.base_url, self.timeout_s)
+
+    async def at_open(self) -> None:
+        self._before = await self._scrape()
+
+    async def at_close(self) -> dict:
+        return window_summary(self._before, await self._scrape())

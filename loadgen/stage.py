@@ -73,6 +73,10 @@ class MetricSet:
     """Tokens whose chunk arrived inside the steady window (any request)."""
     server_output_tokens: int = 0
     """Sum of the server's usage over completed window requests."""
+    ended_requests: int = 0
+    ended_tokens: int = 0
+    """Requests that ENDED inside the window (whenever they started) and the sum of their output
+    tokens: what a server counter that moves when a request ends (llama.cpp's) adds over the window."""
     approximate_requests: int = 0
     retries: int = 0
     accepted_drafts: int = 0
@@ -84,7 +88,8 @@ class MetricSet:
         for name, h in other.hists.items():
             self.hists[name].add(h)
         for attr in ("started", "completed", "failed", "good", "window_tokens", "server_output_tokens",
-                     "approximate_requests", "retries", "accepted_drafts", "proposed_drafts", "verify_steps"):
+                     "approximate_requests", "retries", "accepted_drafts", "proposed_drafts", "verify_steps",
+                     "ended_requests", "ended_tokens"):
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
         for cls, f in other.failures.items():
             mine = self.failures.setdefault(cls, Failure(0, f.first_message))
@@ -107,6 +112,7 @@ class MetricSet:
             "goodput_requests_per_s": round(self.good / window_s, 4) if window_s > 0 else 0.0,
             "good_requests": self.good,
             "server_output_tokens": self.server_output_tokens,
+            "ended_in_window": {"requests": self.ended_requests, "output_tokens": self.ended_tokens},
             "drafts": {"accepted": self.accepted_drafts, "proposed": self.proposed_drafts,
                        "verify_steps": self.verify_steps},
             "token_counts": "approximate" if self.approximate_requests else "exact",
@@ -141,6 +147,8 @@ class MetricSet:
         ms.failures = {k: Failure(v["count"], v["first_message"]) for k, v in req.get("failures", {}).items()}
         ms.window_tokens = d.get("output_tokens", 0)
         ms.server_output_tokens = d.get("server_output_tokens", 0)
+        ended = d.get("ended_in_window", {})
+        ms.ended_requests, ms.ended_tokens = ended.get("requests", 0), ended.get("output_tokens", 0)
         ms.approximate_requests = 1 if d.get("token_counts") == "approximate" else 0
         ms.good = d.get("good_requests", 0)
         drafts = d.get("drafts", {})
@@ -198,6 +206,10 @@ class StageResult:
     processes: int = 1
     incomplete: bool = False
     notes: list[str] = field(default_factory=list)
+    cut: dict | None = None
+    """Where the stage was cut short: {"phase", "at_s", "by"} (loadgen.runner.Cut); None if it ran out."""
+    server: dict | None = None
+    """The server's own counters over the window (loadgen.servermetrics), None when not scraped."""
 
     @property
     def window_s(self) -> float:
@@ -215,6 +227,9 @@ class StageResult:
         self.processes += other.processes
         self.incomplete = self.incomplete or other.incomplete
         self.notes.extend(n for n in other.notes if n not in self.notes)
+        if self.cut is None or (other.cut is not None and other.cut["at_s"] < self.cut["at_s"]):
+            self.cut = other.cut or self.cut
+        self.server = self.server or other.server  # one process scrapes
 
     def to_dict(self) -> dict:
         w = self.window_s
@@ -232,7 +247,9 @@ class StageResult:
             "concurrency": self.concurrency,
             "window": {"start_ns": self.window_start_ns, "end_ns": self.window_end_ns, "duration_s": round(w, 4)},
             "incomplete": self.incomplete,
+            "cut": self.cut,
             "notes": list(self.notes),
+            "server": self.server,
             **total,
             "client": {
                 "processes": self.processes,
@@ -262,6 +279,7 @@ class StageResult:
             by_workload={k: MetricSet.from_dict(v) for k, v in d.get("workloads", {}).items()},
             client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
             incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
+            cut=d.get("cut"), server=d.get("server"),
         )
 
 
@@ -295,8 +313,6 @@ class StageAccumulator:
         if ms is None:
             ms = self.by_workload[rec.workload] = MetricSet()
         started_inside = self.lo <= rec.start_ns < self.hi
-        if rec.error_class == "cancelled" and not started_inside:
-            return
         self.coalesced_reads += rec.coalesced_reads
         if started_inside:
             self.completed += rec.ok
@@ -310,6 +326,9 @@ class StageAccumulator:
         for name, samples in chunks.items():
             self._record(name, ms, samples)
         t, k, _ = chunks["tokens_per_chunk"]  # its samples are the window's chunks and their tokens
+        if lo <= rec.end_ns < hi:
+            ms.ended_requests += 1
+            ms.ended_tokens += rec.output_tokens if rec.output_tokens is not None else rec.tokens_received
         if len(t):
             ms.window_tokens += int(k.sum())
             for b, n in _per_bin(t, k, lo, width):
