@@ -8,6 +8,7 @@ their bins.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from loadgen.crossover import NOT_COMPARED, MetricAnalysis, Scope, StageSamples, analyze, verdict
@@ -152,8 +153,11 @@ def _flag_labels(target: str, s: dict, m: dict) -> list[str]:
         out.append(f"{target} approximate token counts")
     if s.get("cut"):
         out.append(f"{target} {cut_words(s['cut'])}")
-    if s.get("notes"):
-        out.append(f"{target} with notes")
+    for n in s.get("notes") or []:
+        # the note's gist, its details left to the flags list: "the load was not measured steady before the
+        # warm-up's cap (0.8 s): the window opened there" -> "spec noted: the load was not measured steady ..."
+        gist = re.split(r" \(|: |; ", str(n), maxsplit=1)[0].strip()
+        out.append(f"{target} noted: {gist[:77] + '...' if len(gist) > 80 else gist}")
     return out
 
 

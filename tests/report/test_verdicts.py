@@ -109,3 +109,18 @@ def test_older_files_fall_back_to_ladder_and_workloads():
     res = analyze_run(doc)
     assert res["coverage"]["code"]["missing"] == [] and res["coverage"]["code"]["compared"] == [1, 5]
     assert res["workloads"]["code"]["output_tokens_per_s"]["caveat"] == ""
+
+
+def test_flagged_stages_are_named_in_the_verdict():
+    doc = run_doc()  # chat: baseline C=1 client-bound, baseline C=5 approximate counts, spec C=100 failures
+    note = "the load was not measured steady before the warm-up's cap (0.8 s): the window opened there"
+    doc["stages"][1]["notes"] = [note]  # spec C=1 of chat
+    res = analyze_run(doc)
+    chat = res["workloads"]["chat"]["output_tokens_per_s"]
+    assert chat["caveat"] == ("Flagged (figures may be distorted): baseline client-bound at C=1; spec noted: the load "
+                              "was not measured steady before the warm-up's cap at C=1; baseline approximate token "
+                              "counts at C=5; spec failed requests at C=100.")
+    assert chat["recommendation"].endswith(chat["caveat"])
+    code = res["workloads"]["code"]["output_tokens_per_s"]
+    assert code["caveat"] == "" and code["recommendation"] == (
+        "output throughput: speculation wins at every measured concurrency (C=1–100); no crossover.")
