@@ -196,13 +196,21 @@ def summary_text(doc: dict, res: dict, metric: str = PRIMARY, max_flags: int = 1
         lines.append(f"\n(no workload has {metric} measured by both targets)")
     lines.append(crossover_tables(res, metric))
     flags = []
+    advice: dict[str, list[str]] = {}
     for wl, per_target in slices(doc).items():
         for label, by_c in per_target.items():
             for c, sl in sorted(by_c.items()):
                 flags += [f"  {wl} · {label} C={c}: {text}" for _, text in sl.flags]
+                if any(k == "client" for k, _ in sl.flags):
+                    for st in sl.stages:  # the self-check's own advice (stage.ClientHealth), once per text
+                        tip = (st.get("client") or {}).get("advice")
+                        if tip and f"{label} C={c}" not in advice.setdefault(tip, []):
+                            advice[tip].append(f"{label} C={c}")
     if flags:
         lines.append(f"\nflags ({len(flags)}):")
         lines += flags[:max_flags]
         if len(flags) > max_flags:
             lines.append(f"  … {len(flags) - max_flags} more in report.html")
+    for tip, who in advice.items():
+        lines.append(f"  client-bound at {', '.join(who)}: {tip}")
     return "\n".join(lines)

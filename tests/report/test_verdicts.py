@@ -46,6 +46,8 @@ def test_a_workload_never_compared_is_not_compared_in_the_terminal(cut_run):
     summary = summary_text(doc, res)
     assert "  freetext: not compared:" in summary
     assert "no difference" not in summary
+    assert f"  client-bound at spec C=1, spec C=4, spec C=16, spec C=64: {CLIENT_ADVICE}" in summary
+    assert "freetext · spec C=1: incomplete stage (cut in the warm-up at 41 s by an interrupt)" in summary
 
 
 def test_a_workload_never_compared_is_not_compared_in_the_report(cut_run):
