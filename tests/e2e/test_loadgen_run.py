@@ -57,8 +57,9 @@ def test_run_writes_every_stage_and_workload(run: dict) -> None:
         seen |= set(s["workloads"])
     assert seen == set(WORKLOADS)
     # llama.cpp closes the connection after every streamed response although it announces
-    # keep-alive: the client's pooled connection fails before any byte and is re-sent once.
-    assert sum(s["requests"]["retries"] for s in stages) >= 1
+    # keep-alive; the client closes those connections itself instead of pooling them, so no
+    # request is first written to a dead one (before: nearly every request counted one retry).
+    assert [s["requests"]["retries"] for s in stages] == [0] * len(stages)
     assert (run["out"].with_suffix(".csv")).read_text().count("\n") >= 1 + len(LADDER)
     assert "TTFT p50" in proc.stdout and f"{run['label']}  4" in proc.stdout
 
