@@ -114,7 +114,9 @@ class StreamClient:
         self.headers = dict(headers or {})
         self.tokenizer = tokenizer
         self.tokens_seen = 0
-        """Tokens received so far (server-counted chunks only), for progress display."""
+        """Tokens received so far (events of unknown count as one each), for progress display."""
+        self.inflight: dict[str, RequestRecord] = {}
+        """rid → record of every request being streamed: a stage cut short folds their chunks so far."""
         self._session: aiohttp.ClientSession | None = None
         self.close_after_stream = False
         """Set once a server was seen to close connections after a stream (its headers, or a
@@ -188,6 +190,7 @@ class StreamClient:
         state = StreamState()
         texts: list[str] | None = [] if self.tokenizer is not None else None
         rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now())
+        self.inflight[rid] = rec
         try:
             resp_cm, body = await self._send(payload, rec)
             async with resp_cm as resp:
@@ -224,6 +227,7 @@ class StreamClient:
         except OSError as exc:
             rec.fail("os_error", str(exc))
         finally:
+            self.inflight.pop(rid, None)
             if not rec.end_ns:
                 rec.end_ns = _now()
         self._finish(rec, state, texts)
@@ -280,8 +284,9 @@ class StreamClient:
                 if n:
                     chunk_ns.append(stamp)
                     chunk_tokens.append(n if n > 0 else UNKNOWN)
-                    if n > 0:
-                        self.tokens_seen += n
+                    # an event whose count comes only with the final usage (llama.cpp: one token an event)
+                    # counts as one here: the progress line showed 0 tok/s on a 500 tok/s server
+                    self.tokens_seen += n if n > 0 else 1
         rec.end_ns = _now()
         for ev in parser.close():
             n = on_event(state, ev.data, texts)

@@ -34,6 +34,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="TOML", help="the ramp config Locust reads (scenarios/example.toml): run, slo, "
                    "two [targets] (baseline first; each may have start/health/stop_signal), simulator; flags win")
     p.add_argument("--out", default="results/crossover", help="output folder (default results/crossover)")
+    p.add_argument("--url", help="one port for both servers, which loadgen starts one at a time "
+                   "(needs --baseline-start and --spec-start)")
     p.add_argument("--baseline-url", help="baseline server; omit both URLs to use the embedded simulator")
     p.add_argument("--spec-url", help="speculative server")
     p.add_argument("--baseline-start", help="command that starts the baseline server (one GPU box)")
@@ -50,7 +52,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--duration", default=None, help="steady window per stage (default 30s; 8s on the simulator)")
     p.add_argument("--requests", type=int, default=None)
-    p.add_argument("--warmup", default=None, help="minimum warm-up per stage (default 5s; 2s on the simulator)")
+    p.add_argument("--warmup", default=None, help="minimum warm-up per stage (default 5s; 2s on the simulator); "
+                   "the window opens once the load is measured steady")
+    p.add_argument("--max-stage-time", default=None, help="no stage runs longer (e.g. 3m): one hit is cut where it "
+                   "is, kept, marked incomplete and noted, and the ladder goes on")
+    p.add_argument("--max-run-time", default=None, help="the whole run's budget (e.g. 30m), shared out between the "
+                   "stages by their estimates; when spent the run stops and says which stages were not run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--slo", default=None)
     p.add_argument("--processes", type=int, default=1)
@@ -101,6 +108,8 @@ def apply_config(args, path: str, d: dict) -> tuple[list, bool]:
         "warmup": f"{cfg.warmup_s}s", "read_timeout": f"{cfg.read_timeout_s}s",
         "slo": ",".join(f"{k}={v:g}" for k, v in cfg.slo.items()) or None,
         "sim_profile": cfg.simulator.profile, "sim_time_scale": cfg.simulator.time_scale,
+        "max_stage_time": f"{cfg.max_stage_s}s" if cfg.max_stage_s else None,
+        "max_run_time": f"{cfg.max_run_s}s" if cfg.max_run_s else None,
     }
     for name, value in fill.items():
         if value is not None and unset(name):
@@ -123,7 +132,15 @@ def run(args) -> int:
         out = Path(args.out) if args.out != "results/crossover" else (path if path.is_dir() else path.parent)
         return _analyse_and_report(doc, out, args)
     out = Path(args.out)
+    if args.url is not None:
+        if args.baseline_url or args.spec_url:
+            raise LoadgenError("--url serves both targets: give it or --baseline-url/--spec-url, not both")
+        if not (args.baseline_start and args.spec_start):
+            raise LoadgenError("--url needs --baseline-start and --spec-start: loadgen starts each server on that "
+                               "port in turn (for two running servers give --baseline-url and --spec-url)")
+        args.baseline_url = args.spec_url = args.url
     on_sim = args.baseline_url is None and args.spec_url is None
+    adapt_window = args.duration is None and not args.requests
     # The simulator runs its schedule time-scaled, so shorter windows hold as many steps.
     args.duration = args.duration or ("8s" if on_sim else "30s")
     args.warmup = args.warmup or ("2s" if on_sim else "5s")
@@ -176,7 +193,9 @@ def run(args) -> int:
         plan = RampPlan(targets=targets, ladder=concurrencies, workloads=workloads, make_source=make_source, opts=opts,
                         duration_s=None if args.requests else duration(args.duration),
                         requests=args.requests, warmup_s=duration(args.warmup, "--warmup"),
-                        processes=args.processes, commands=commands)
+                        processes=args.processes, commands=commands, adapt_window=adapt_window,
+                        max_stage_s=duration(args.max_stage_time, "--max-stage-time") if args.max_stage_time else None,
+                        max_run_s=duration(args.max_run_time, "--max-run-time") if args.max_run_time else None)
         meta["ladder"] = plan.ladder
         meta["workloads"] = plan.workloads
         meta["targets"] = [{"label": t.label, "url": t.url, "protocol": t.protocol} for t in targets]
