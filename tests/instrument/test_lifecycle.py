@@ -139,3 +139,25 @@ def test_streams_running_at_the_stage_end_count_their_window_chunks():
     d = res.to_dict()
     assert 350 < d["output_tokens_per_s"] < 450, d["output_tokens_per_s"]  # 4 streams x 100 tok/s
     assert d["requests"]["started"] == 0 and "no request started inside the steady window" in d["notes"]
+
+
+def test_a_window_shorter_than_a_request_says_so():
+    req = GenRequest(workload="w", prompt="x", max_tokens=300)  # 3 s per request at 100 tok/s
+    with schedserver("--interval-ms", "10", "--tokens", "1", "--ttft-ms", "10", cpu=None) as url:
+        spec = StageSpec(16, duration_s=1.0, warmup_s=1.0, ramp_s=3.0)  # users starting in the window
+        res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
+    d = res.to_dict()
+    assert d["requests"]["completed"] >= 1
+    [note] = [n for n in d["notes"] if "shorter than this stage's typical request" in n]
+    assert "window (1.0 s)" in note and "E2E p50 3.0 s" in note, note
+
+
+def test_the_default_window_grows_to_a_request_within_the_budget():
+    from loadgen.ramp import warmed_spec
+
+    assert warmed_spec(64, 5.0, 20.0, duration_s=8.0).duration_s == 8.0  # the user's window stays
+    assert warmed_spec(64, 5.0, 20.0, duration_s=8.0, adapt_window=True).duration_s == 20.0
+    # a 60 s budget leaves 60 - (ramp 20 + 2) - cool-down 20 = 18 s for the window
+    assert warmed_spec(64, 5.0, 20.0, duration_s=8.0, adapt_window=True, max_stage_s=60.0).duration_s == 18.0
+    spec = warmed_spec(64, 5.0, 20.0, duration_s=8.0)
+    assert spec.max_warmup_s == 50.0 and spec.warmup_s == 5.0 and spec.ramp_s == 20.0
