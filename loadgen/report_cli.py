@@ -98,6 +98,13 @@ def combine(docs: list[dict], paths: list[Path]) -> dict:
         meta["finished_unix"] = max(ends)
     if found_roles:
         meta["roles"] = found_roles
+    # the plan is every run's plan; one run cut leaves the combination cut (compare.coverage reads both)
+    if all(isinstance(r.get("planned_stages"), list) for r in runs):
+        meta["planned_stages"] = [p for r in runs for p in r["planned_stages"]]
+    cuts = [r["cut"] for r in runs if isinstance(r.get("cut"), dict)]
+    if cuts:
+        n = [c.get("stages_not_run") for c in cuts]
+        meta["cut"] = {"by": cuts[0].get("by"), "stages_not_run": sum(n) if all(isinstance(x, int) for x in n) else None}
     sims = [r.get("simulator") for r in runs]
     if sims[0] and all(s == sims[0] for s in sims):
         meta["simulator"] = sims[0]

@@ -120,3 +120,22 @@ def test_combine_two_crossover_runs_pools_repeated_stages(tmp_path, capsys):
     comps = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["comparisons"]
     assert [c["n_baseline"] for c in comps] == [40, 40]  # both runs' 20 time bins per stage
     assert "EAGLE3" in (tmp_path / "ab" / "report.html").read_text()  # server metadata carried over
+
+
+def test_combining_keeps_each_runs_plan_and_cut(tmp_path, capsys):
+    """A baseline run that finished and a speculative one cut before C=30: the combination says C=30 is missing."""
+    dirs = []
+    for name, target, ladder in (("a", "baseline", (1, 5, 30)), ("b", "spec", (1, 5))):
+        d = _single(tmp_path, name, target, ladder)
+        doc = orjson.loads((d / "run.json").read_bytes())
+        doc["run"].update(ladder=[1, 5, 30], planned_stages=[{"workload": "chat", "concurrency": c, "target": target}
+                                                             for c in (1, 5, 30)],
+                          cut={"by": "max-run-time", "stages_not_run": 1} if target == "spec" else None)
+        write_run(d, doc)
+        dirs.append(d)
+    rc, out, err = _report(capsys, *dirs, "--out", tmp_path / "both", "--no-png")
+    assert rc == 0, err
+    res = orjson.loads((tmp_path / "both" / "crossover.json").read_bytes())
+    assert res["coverage"]["chat"]["missing"] == [{"concurrency": 30, "why": "spec not run"}]
+    assert ("Measured C=1–5 of the planned C=1–30; not measured by both targets: C=30 (spec not run); the run was "
+            "cut by --max-run-time with 1 planned stage not run.") in out
