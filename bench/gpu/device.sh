@@ -28,7 +28,8 @@
 #   GPU_HARNESS_PORT (8080)  _NGL (99)  _CTX (524288)  _NP (256)  _THREADS (8)  _SERVER_EXTRA (--backend-sampling)
 #   GPU_HARNESS_SERVER_CPUS (0-7)  _CLIENT_CPUS (8-15): taskset lists; "" for no pinning
 #   GPU_HARNESS_LADDER (1,4,16,64,256)  _WORKLOADS (predictable,freetext)  _MAX_TOKENS (uniform:48,80)
-#   GPU_HARNESS_DURATION (10s)  _WARMUP (3s)  _MAX_RUN_TIME (690s)  _MAX_STAGE_TIME (120s)
+#   GPU_HARNESS_DURATION (10s)  _WARMUP (3s)  _MAX_RUN_TIME (1000s)  _MAX_STAGE_TIME (90s): the run budget
+#                                  sits well above the ~10-14 min run (bench/gpu/budget.py says why)
 #   GPU_HARNESS_LOADGEN_EXTRA      more `loadgen crossover` flags, e.g. "--processes 2"
 #   GPU_HARNESS_HARD_LIMIT (MAX_RUN_TIME + 120 s): SIGTERM to loadgen after this (it then analyses the
 #                                  finished stages), SIGKILL 60 s later
@@ -75,7 +76,7 @@ step_recv() {
   if [ -f "$d/llama-src.tar.xz" ]; then
     if [ ! -f "$G/src/llama.cpp/CMakeLists.txt" ]; then
       rm -rf "$G/src.tmp" && mkdir -p "$G/src.tmp"
-      "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$PY" -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' \
         "$d/llama-src.tar.xz" "$G/src.tmp" || die "recv $n: could not unpack llama-src.tar.xz"
       rm -rf "$G/src" && mv "$G/src.tmp" "$G/src"
       say "recv $n: sources unpacked into $G/src/llama.cpp"
@@ -194,6 +195,8 @@ EOF
 
 # ----------------------------------------------------------------------------- run
 
+port_open() { "$PY" -c 'import socket, sys; s = socket.socket(); s.settimeout(1); sys.exit(s.connect_ex(("127.0.0.1", int(sys.argv[1]))) != 0)' "$1"; }
+
 pin() { [ -n "$1" ] && command -v taskset >/dev/null && echo "taskset -c $1 "; }
 
 loadgen_has() { grep -q -- "$1" "$G/run/help.txt" 2>/dev/null; }
@@ -215,6 +218,7 @@ step_run() {
   wait_build
   local bin model port url
   bin=$(server_bin); model=$(model_path); port=${GPU_HARNESS_PORT:-8080}; url="http://127.0.0.1:$port"
+  port_open "$port" && die "run: something already listens on 127.0.0.1:$port (set GPU_HARNESS_PORT)"
   "$bin" --version > "$G/run/server-version.txt" 2>&1 || { cat "$G/run/server-version.txt"; die "run: $bin --version failed"; }
   local sp cp; sp=$(pin "${GPU_HARNESS_SERVER_CPUS-0-7}"); cp=$(pin "${GPU_HARNESS_CLIENT_CPUS-8-15}")
   local common="-m $model --host 127.0.0.1 --port $port -ngl ${GPU_HARNESS_NGL:-99} -c ${GPU_HARNESS_CTX:-524288} \
@@ -223,7 +227,7 @@ ${GPU_HARNESS_SERVER_EXTRA---backend-sampling}"
   local base="${sp}$bin $common"
   local spec="$base --spec-type ngram-simple --spec-ngram-simple-size-n 6 --spec-ngram-simple-size-m 16"
   (cd "$REPO" && "$PY" -m loadgen crossover --help) > "$G/run/help.txt" 2>&1 || { cat "$G/run/help.txt"; die "run: loadgen crossover --help failed"; }
-  local run_time=${GPU_HARNESS_MAX_RUN_TIME:-690s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-120s}
+  local run_time=${GPU_HARNESS_MAX_RUN_TIME:-1000s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-90s}
   local args=(crossover --protocol chat --model gemma --ladder "${GPU_HARNESS_LADDER:-1,4,16,64,256}"
     --workloads "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:48,80}"
     --duration "${GPU_HARNESS_DURATION:-10s}" --warmup "${GPU_HARNESS_WARMUP:-3s}" --seed 1 --out "$G/run/out")
@@ -246,6 +250,7 @@ ${GPU_HARNESS_SERVER_EXTRA---backend-sampling}"
     printf '%s' "${cp}timeout -s TERM -k 60 $hard $PY -m loadgen"; printf ' %q' "${args[@]}"; echo
     echo "rc=\$?"
     echo "kill \$scraper; wait \$scraper"
+    echo "sleep 2; $PY -c 'import socket, sys; s = socket.socket(); s.settimeout(1); sys.exit(s.connect_ex((\"127.0.0.1\", $port)) == 0)' || echo 'WARNING: a server still listens on $url after loadgen ended'"
     echo "echo \$rc > $(printf %q "$G/run/rc")"
   } > "$G/run/launch.sh"
   rm -rf "$G/run/out" "$G/run/scrape.jsonl"
