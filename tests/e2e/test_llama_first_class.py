@@ -166,7 +166,8 @@ def test_short_windows_compare_with_requests_ended_not_with_chunks(llama_baselin
 
     Two users, equal 60-token requests (about 2-4 s each here), 0.25 s scrapes, 1 s windows.
     The tokens whose chunks arrived in a window (loadgen's window tokens) are a different
-    quantity: in a window where no request ended the server's counter does not move at all.
+    quantity: in a window where no request ended the server's counter does not move at all;
+    its live counterpart on a baseline is ``busy_slot_steps``.
     """
     async def go():
         snaps = []
@@ -196,6 +197,9 @@ def test_short_windows_compare_with_requests_ended_not_with_chunks(llama_baselin
         ended = int(toks[(ends > a.t_ns) & (ends <= b.t_ns)].sum())
         chunks = int(((chunk_t >= a.t_ns) & (chunk_t < b.t_ns)).sum())
         rows.append((w["output_tokens"], ended, chunks))
+        # the live figure: slots busy per decode call, summed, is the tokens generated in the window
+        # (a window edge falls between a step and its chunk's arrival for at most one step per user)
+        assert abs(w["busy_slot_steps"] - chunks) <= 2 + w["busy_slot_steps_error"], (w["busy_slot_steps"], chunks)
     assert len(rows) >= 4
     whole = sm.window_summary(snaps[0], snaps[-1])
     assert whole["output_tokens"] == int(toks.sum()) == 360

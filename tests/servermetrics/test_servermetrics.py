@@ -109,6 +109,10 @@ def test_llamacpp_window_matches_the_requests_own_timings() -> None:
     assert w["output_tokens_from_drafts"] == round(21 / 40, 4)
     assert w["counters"]["llamacpp:spec_decode_num_drafts_total"] == 3
     assert isinstance(w["output_tokens"], int)
+    # n_decode_total 102 -> 122 at 1 busy slot a call: the prompt's decode, then one verify step
+    # per token not accepted from a draft (40 - 21 = 19)
+    assert w["busy_slot_steps"] == 20 == 1 + 40 - 21
+    assert w["busy_slot_steps_error"] == 1  # "1" is 1.00000 to 6 digits: 0.5e-5 x (102 + 122), rounded up
 
 
 def test_llamacpp_baseline_has_counters_but_no_positions() -> None:
@@ -126,6 +130,7 @@ def test_vllm_shaped_labels_are_summed_and_positions_grouped() -> None:
     assert w["output_tokens"] == 80 and w["drafts"] == 10 and w["draft_tokens"] == 30
     assert w["accepted_tokens"] == 18 and w["accepted_per_position"] == [8, 6, 4]
     assert w["mean_draft_length"] == 3.0 and w["mean_accept_length"] == 2.8
+    assert w["busy_slot_steps"] is None  # llama.cpp's gauge only
 
 
 @pytest.mark.parametrize("status, body, ctype, expect", [
