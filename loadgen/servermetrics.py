@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 _now = time.perf_counter_ns  # the clock loadgen stamps requests and windows with (CLOCK_MONOTONIC)
 
@@ -129,6 +128,12 @@ class Snapshot:
 def parse(text: str, url: str = "", t_ns: int = 0) -> Snapshot:
     """A Snapshot from Prometheus exposition text (``ok`` False with the parser's reason if it is not)."""
     snap = Snapshot(url=url, t_ns=t_ns)
+    try:
+        # Imported here: a machine without it (a bare GPU image) still runs; it loses only these figures.
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        snap.error = f"{url}: not read (prometheus_client is not installed: pip install prometheus_client)"
+        return snap
     try:
         families = list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises ValueError, IndexError, KeyError... on bad text

@@ -175,3 +175,12 @@ def test_missing_snapshot_restart_and_unknown_engine() -> None:
     assert other.ok and other.engine == "unknown"
     assert not sm.window_summary(other, other)["available"]
     assert "engine changed" in sm.window_summary(a, sm.parse(VLLM % ((1,) * 8), "u"))["reason"]
+
+
+def test_without_prometheus_client_the_figures_are_missing_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prometheus_client.parser", None)  # import now raises ImportError
+    snap = sm.parse(AFTER, "http://h:1/metrics")
+    assert not snap.ok and "prometheus_client is not installed" in snap.error
+    assert sm.window_summary(snap, snap)["available"] is False
