@@ -257,6 +257,7 @@ class StageResult:
                 "reasons": check.reasons,
                 "advice": check.advice,
                 "step_gap_ms": None if check.step_gap_ms is None else round(check.step_gap_ms, 4),
+                "deaf_share": None if check.deaf_share is None else round(check.deaf_share, 4),
                 "kernel_stamps": self.client.kernel_stamps,
                 "cpu_pct": [round(c, 1) for c in self.client.cpu_pct],
                 "loop_lag_ms": lag.summary(1000.0),
