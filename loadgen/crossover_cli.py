@@ -202,7 +202,7 @@ def run(args) -> int:
         writer = ResultsWriter(out / "run.json", meta)
         try:
             run_ramp(plan, writer)
-            if args.refine:
+            if args.refine and writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
                 _refine(plan, writer, args)
         except KeyboardInterrupt:
             log("interrupted: analysing the stages that finished")

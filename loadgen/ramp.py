@@ -72,13 +72,21 @@ class _Durations:
     def add(self, target: str, workload: str, c: int, e2e_s: float) -> None:
         self.measured.setdefault((target, workload), {})[c] = e2e_s
 
-    def guess(self, target: str, workload: str, c: int) -> float | None:
-        own = e2e_guess(self.measured.get((target, workload), {}), c)
+    def guess(self, target: str, workload: str, c: int, scaled: bool = True) -> float | None:
+        """``scaled``: Little's law from the nearest lower stage (a server whose throughput stops growing);
+        else that stage's duration as it was (a server that keeps up): the two ends of the estimate."""
+        guess = e2e_guess if scaled else _unscaled
+        own = guess(self.measured.get((target, workload), {}), c)
         if own is not None:
             return own
         # another target on the same workload is a better guess than none (for the estimate only)
-        others = [e2e_guess(m, c) for (t, w), m in self.measured.items() if w == workload and m]
+        others = [guess(m, c) for (t, w), m in self.measured.items() if w == workload and m]
         return max(others) if others else None
+
+
+def _unscaled(measured: dict[int, float], concurrency: int) -> float | None:
+    lower = [c for c in measured if c <= concurrency]
+    return measured[max(lower)] if lower else (measured[min(measured)] if measured else None)
 
 
 def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[str, int]] = ()) -> list[dict]:
@@ -97,7 +105,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     stages = plan.stages() + [(w, c, t) for w, c in extra_stages for t in plan.targets]
     planned = writer.run.setdefault("planned_stages", [])
     planned += [{"workload": w, "concurrency": c, "target": t.label} for w, c, t in stages]
-    writer.run["cut"] = None
+    writer.run.setdefault("cut", None)
     durations = _Durations()
     for d in writer.stages:  # refinement rounds: what earlier rounds measured
         wl = next(iter(d.get("workloads", {})), None)
@@ -107,18 +115,25 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     t_start = time.monotonic()
     run_deadline = t_start + plan.max_run_s if plan.max_run_s else None
 
-    def spec_for(i: int, budget: float | None = None, by: str = "max-stage-time") -> StageSpec:
+    def spec_for(i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True) -> StageSpec:
         wl, c, target = stages[i]
-        return warmed_spec(c, plan.warmup_s, durations.guess(target.label, wl, c), duration_s=plan.duration_s,
+        return warmed_spec(c, plan.warmup_s, durations.guess(target.label, wl, c, scaled), duration_s=plan.duration_s,
                            requests=plan.requests, adapt_window=plan.adapt_window, max_stage_s=budget,
                            budget_by=by)
 
-    def estimates(first: int) -> list[float]:
-        return [spec_for(j, plan.max_stage_s).estimate_s() for j in range(first, len(stages))]
+    def estimates(first: int, scaled: bool = True) -> list[float]:
+        return [spec_for(j, plan.max_stage_s, scaled=scaled).estimate_s() for j in range(first, len(stages))]
 
-    est = estimates(0)
+    def left(first: int, this: StageSpec | None = None) -> str:
+        """The time the stages from ``first`` on should take: from a server that keeps up with the
+        load to one whose throughput stops growing (requests then last C/C' as long)."""
+        lo, hi = sum(estimates(first, scaled=False)), sum(estimates(first))
+        if this is not None:
+            lo, hi = lo - estimates(first, scaled=False)[0] + this.estimate_s(), hi - estimates(first)[0] + this.estimate_s()
+        return _fmt_s(hi) if hi <= 1.1 * lo else f"{_fmt_s(lo)}-{_fmt_s(hi)}"
+
     known = all(durations.guess(t.label, w, c) is not None for w, c, t in stages)
-    log(f"{len(stages)} stages, estimated {_fmt_s(sum(est))}"
+    log(f"{len(stages)} stages, estimated {left(0)}"
         + ("" if known else " or more (request durations are not known before the first stages; "
                             "the estimate is refined as they are measured)")
         + (f"; at most {_fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
@@ -141,7 +156,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             spec = spec_for(i, budget, by)
             after = sum(estimates(i + 1)) if i + 1 < len(stages) else 0.0
             log(f"[{i + 1}/{len(stages)}] {target.label} C={c} workload={wl} "
-                f"(elapsed {_fmt_s(time.monotonic() - t_start)}, about {_fmt_s(spec.estimate_s() + after)} left)")
+                f"(elapsed {_fmt_s(time.monotonic() - t_start)}, about {left(i, spec)} left)")
             line = ProgressLine(f"{target.label} C={c}", after_s=after)
             probe = plan.window_probe(target) if plan.window_probe is not None else WindowCounters(target.url)
             try:

@@ -201,6 +201,8 @@ async def run_stage(
             acc_box: list[StageAccumulator] = []
             folder = RecordFolder(None)
             started_users = [0]
+            ended: list[tuple[int, int]] = []
+            """(end, output tokens) of every completed request, to set beside the server's counters."""
 
             def open_window(ws: int) -> None:
                 """Fix the window at ``ws`` (now, or a moment ahead that every process shares)."""
@@ -223,6 +225,8 @@ async def run_stage(
                     if state.stop_new and not inside:
                         return
                     rec = await client.stream(req, f"{tag}-{next(seq)}", start_ns=t)
+                    if window_probe is not None and rec.ok:
+                        ended.append((rec.end_ns, rec.output_tokens or rec.tokens_received))
                     if first:
                         first = False
                         state.first_done += 1
@@ -284,6 +288,13 @@ async def run_stage(
                 cpu.mark_end()
                 if window_probe is not None:
                     state.server = await window_probe.at_close()
+                    span = window_probe.span_ns
+                    if state.server is not None and span is not None:
+                        # what a counter that moves at request end (llama.cpp) should have added between
+                        # its two scrapes, by the client's own count: the like-for-like check
+                        mine = [k for e, k in ended if span[0] < e <= span[1]]
+                        state.server["client_ended_between_scrapes"] = {"requests": len(mine),
+                                                                        "output_tokens": sum(mine)}
                 try:
                     await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)
                 except asyncio.TimeoutError:
@@ -365,6 +376,9 @@ class Cut:
 
 class WindowProbe:
     """Told when a stage's window opens and closes; what ``at_close`` returns is the stage's ``server``."""
+
+    span_ns: tuple[int, int] | None = None
+    """When it looked at the server (perf_counter ns), once ``at_close`` has returned."""
 
     async def at_open(self) -> None:  # pragma: no cover - interface
         pass

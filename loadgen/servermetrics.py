@@ -332,6 +332,7 @@ class WindowCounters:
         self.base_url = base_url
         self.timeout_s = timeout_s
         self._before: Snapshot | None = None
+        self.span_ns: tuple[int, int] | None = None
 
     async def _scrape(self) -> Snapshot:
         async with aiohttp.ClientSession() as session:
@@ -341,4 +342,7 @@ class WindowCounters:
         self._before = await self._scrape()
 
     async def at_close(self) -> dict:
-        return window_summary(self._before, await self._scrape())
+        after = await self._scrape()
+        if self._before is not None:
+            self.span_ns = (self._before.t_ns, after.t_ns)
+        return window_summary(self._before, after)
