@@ -141,10 +141,10 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
         for i, (wl, c, target) in enumerate(stages):
             budget, by = plan.max_stage_s, "max-stage-time"
             if run_deadline is not None:
-                left = run_deadline - time.monotonic()
+                remaining = run_deadline - time.monotonic()
                 rest = estimates(i)
-                share = left * rest[0] / sum(rest) if sum(rest) > 0 else left
-                if left <= 1.0:
+                share = remaining * rest[0] / sum(rest) if sum(rest) > 0 else remaining
+                if remaining <= 1.0:
                     writer.run["cut"] = {"by": "max-run-time", "stages_not_run": len(stages) - i}
                     log(f"--max-run-time reached: {len(stages) - i} planned stage(s) not run")
                     break
