@@ -102,17 +102,30 @@ def step_gap_us(chunk_gap: Hist) -> float | None:
     one event per step (SGLang-like lock-step, staggered streams) it is the
     step gap itself. None when the stage has no chunk gap.
     """
-    h = chunk_gap.h
-    if not h.get_total_count():
+    if not chunk_gap.count:
         return None
-    counts = np.ctypeslib.as_array(h.counts)
-    idx = np.flatnonzero(counts)
-    lows = [h.get_lowest_equivalent_value(h.get_value_from_index(int(i))) for i in idx]
-    values = np.array([(lo + h.get_highest_equivalent_value(lo)) / 2 for lo in lows], np.float64)
-    weight = values * counts[idx]
-    cum = np.cumsum(weight)
+    counts, lows, widths = _buckets(chunk_gap)
+    mids = lows + widths / 2
+    cum = np.cumsum(mids * counts)
     k = int(np.searchsorted(cum, cum[-1] / 2))
-    return float(values[min(k, len(values) - 1)]) / chunk_gap.scale
+    return float(mids[min(k, len(mids) - 1)]) / chunk_gap.scale
+
+
+def _buckets(h: Hist) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(count, lowest value, width) of every non-empty bucket: hdrh's index arithmetic on arrays
+    (its per-bucket getters cost ~1 µs each, 10 ms on a stage's 10 k buckets)."""
+    hh = h.h
+    all_counts = np.ctypeslib.as_array(hh.counts)
+    idx = np.flatnonzero(all_counts)
+    half_mag, half = hh.sub_bucket_half_count_magnitude, hh.sub_bucket_half_count
+    bucket = (idx >> half_mag) - 1
+    sub = (idx & (half - 1)) + half
+    low = bucket < 0
+    sub[low] -= half
+    bucket[low] = 0
+    shift = bucket + hh.unit_magnitude
+    return (all_counts[idx].astype(np.float64), (sub << shift).astype(np.float64),
+            (np.int64(1) << shift).astype(np.float64))
 
 
 DEAF_SHARE_KERNEL = 0.02
@@ -137,11 +150,8 @@ def share_above(h: Hist, value: float) -> float:
     total = h.count
     if not total:
         return 0.0
-    hh = h.h
-    counts = np.ctypeslib.as_array(hh.counts)
-    idx = np.flatnonzero(counts)
-    lows = np.array([hh.get_lowest_equivalent_value(hh.get_value_from_index(int(i))) for i in idx])
-    return float(counts[idx][lows > value * h.scale].sum()) / total
+    counts, lows, _ = _buckets(h)
+    return float(counts[lows > value * h.scale].sum()) / total
 
 
 @dataclass(frozen=True)
