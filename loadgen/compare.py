@@ -84,7 +84,8 @@ def workloads_of(doc: dict) -> list[str]:
 
 # --------------------------------------------------------------------------- what a verdict rests on
 
-CUT_BY = {"interrupt": "an interrupt", "max-stage-time": "--max-stage-time", "max-run-time": "--max-run-time"}
+CUT_BY = {"interrupt": "an interrupt", "max-stage-time": "--max-stage-time", "max-run-time": "--max-run-time",
+          "max-cooldown": "the cool-down limit", "error": "an error"}
 
 
 def cut_words(cut: dict | None) -> str:

@@ -210,6 +210,15 @@ def run(args) -> int:
             if writer.stages:
                 _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
             return 130
+        except LoadgenError as exc:
+            # e.g. a server that never became healthy mid-ladder: what was measured is kept and analysed
+            if not writer.stages:
+                raise
+            log(f"error: {exc}")
+            log("the run stopped there: analysing the stages that finished")
+            writer.finish(interrupted=False, error=str(exc))
+            _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
+            return 1
         writer.finish(interrupted=False)
     return _analyse_and_report(load(out / "run.json"), out, args)
 

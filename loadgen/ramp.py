@@ -9,11 +9,13 @@ Each stage's result is written the moment it ends.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from loadgen.errors import LoadgenError
 from loadgen.orchestrate import ManagedServer, ServerCommand
 from loadgen.probe import probe_sync
 from loadgen.progress import ProgressLine
@@ -137,6 +139,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
         + ("" if known else " or more (request durations are not known before the first stages; "
                             "the estimate is refined as they are measured)")
         + (f"; at most {_fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
+    i = 0
     try:
         for i, (wl, c, target) in enumerate(stages):
             budget, by = plan.max_stage_s, "max-stage-time"
@@ -150,7 +153,8 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                     break
                 if budget is None or share < budget:
                     budget, by = max(1.0, share), "max-run-time"
-            _ensure_up(plan, target, running, servers)
+            _ensure_up(plan, target, running, servers,
+                       None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
             if wl not in sources:
                 sources[wl] = plan.make_source(wl)
             spec = spec_for(i, budget, by)
@@ -185,6 +189,9 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 writer.run["cut"] = {"by": "max-run-time", "stages_not_run": len(stages) - i - 1}
                 log(f"--max-run-time reached: {len(stages) - i - 1} planned stage(s) not run")
                 break
+    except LoadgenError as exc:  # e.g. a server that never became healthy: the stages before it are kept
+        writer.run["cut"] = {"by": "error", "stages_not_run": len(stages) - i, "error": str(exc)}
+        raise
     finally:
         for srv in running.values():
             srv.stop()
@@ -236,8 +243,13 @@ def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, *, 
                      max_warmup_s=max(warmup_s, 2.5 * d), ramp_s=ramp, max_stage_s=max_stage_s,
                      budget_by=budget_by, expected_request_s=d or None)
 
-def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict) -> None:
+def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, within_s: float | None = None) -> None:
+    """Start the target's server if loadgen starts it (stopping the other: one at a time), and probe it.
+
+    ``within_s``: what is left of the run's budget; a server's start may take no longer."""
     cmd = plan.commands.get(target.label)
+    if cmd is not None and within_s is not None and within_s < cmd.startup_timeout_s:
+        cmd = dataclasses.replace(cmd, startup_timeout_s=within_s)
     if cmd is not None and target.label not in running:
         for label, srv in list(running.items()):  # one GPU box: one server at a time
             log(f"stopping {label}")

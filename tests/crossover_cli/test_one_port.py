@@ -3,6 +3,7 @@
 import json
 import socket
 import subprocess
+import time
 import sys
 
 
@@ -74,3 +75,28 @@ def test_one_url_errors_are_one_line(tmp_path):
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2, (args, p.stderr)
         assert words in lines[-1] and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_a_server_that_never_becomes_healthy_mid_ladder_keeps_what_was_measured(tmp_path):
+    """The baseline's stages ran; the speculative server never answers: one line says why, the baseline's
+    stages are kept and analysed (the workload "not compared"), the budget bounds the wait, nothing is left."""
+    port = free_port()
+    out = tmp_path / "xo"
+    never = f"{sys.executable} -c 'import time; print(\"loading weights\"); time.sleep(600)'"
+    t0 = time.monotonic()
+    p = loadgen("crossover", "--url", f"http://127.0.0.1:{port}", "--baseline-start", f"{_sim(port)} baseline",
+                "--spec-start", never, "--ladder", "1,2", "--duration", "1s", "--warmup", "0.5s",
+                "--max-run-time", "25s", "--out", str(out), "--no-report")
+    assert time.monotonic() - t0 < 60, p.stderr
+    assert p.returncode == 1, p.stderr
+    assert not any(line.startswith("Traceback") for line in p.stderr.splitlines())  # (the server's own log may)
+    err = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert len(err) == 1 and "spec" in err[0] and "not healthy" in err[0] and "loading weights" in err[0], p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert [s["target"] for s in doc["stages"]] == ["baseline", "baseline"]
+    assert doc["run"]["cut"]["by"] == "error" and doc["run"]["cut"]["stages_not_run"] == 2
+    res = json.loads((out / "crossover.json").read_text())
+    assert res["coverage"]["chat"]["status"] == "not compared"
+    assert "NOT COMPARED" in p.stdout
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
