@@ -339,7 +339,8 @@ async def run_stage(
         t_cut = t0 + int((state.cut.at_s if state.cut else 0.0) * 1e9)
         acc_box.append(StageAccumulator(t_cut, t_cut, int(bin_s * 1e9), opts.slo))
     acc = acc_box[0]
-    health = ClientHealth(lag.hist, [cpu.pct] if cpu.pct is not None else [], acc.coalesced_reads)
+    health = ClientHealth(lag.hist, [cpu.pct] if cpu.pct is not None else [], acc.coalesced_reads,
+                          kernel_stamps=lag.kernel_stamps and not target.url.startswith("https"))
     res = acc.result(
         target=target.label, url=target.url, protocol=target.protocol, concurrency=spec.concurrency,
         client=health, stage_index=stage_index,

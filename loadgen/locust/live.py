@@ -127,7 +127,8 @@ class LiveStage:
             if self._ready is not None:
                 self._ready.set()  # release users still waiting for a stage that never began
         health = ClientHealth(self._lag.hist, [self._cpu.pct] if self._cpu.pct is not None else [],
-                              self._acc.coalesced_reads)
+                              self._acc.coalesced_reads,
+                              kernel_stamps=self._lag.kernel_stamps and not self.target.url.startswith("https"))
         res = self._acc.result(
             target=self.target.label, url=self.target.url, protocol=self.target.protocol,
             concurrency=plan.concurrency, client=health, stage_index=plan.index,
