@@ -17,6 +17,7 @@
 #                print the cross-check table (bench/gpu/crosscheck.py)
 #   status       what is there and what is running
 #   stop         end the run this harness started (its process group), keep what it wrote
+#   again        set the last run aside ($G/run.N) so that the next `run` starts afresh (e.g. new settings)
 #
 # Everything lives in $G (GPU_HARNESS_DIR, default /tmp/gpu), which survives between device calls only
 # while the machine stays warm (about 30 s idle). Knobs, all environment variables (defaults for one H200):
@@ -110,6 +111,9 @@ step_build() {
   command -v ninja >/dev/null && gen="-G Ninja"
   local flags="-DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF \
 -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF"
+  # the commit the sdist vendors (prepare.py read it from the sdist's git metadata, which is not carried)
+  local commit; commit=$(planval llama_commit)
+  [ -n "$commit" ] && [ "$commit" != unknown ] && flags="$flags -DLLAMA_BUILD_COMMIT=$commit -DLLAMA_BUILD_NUMBER=1"
   if [ "$cuda" = 1 ]; then flags="$flags -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${GPU_HARNESS_CUDA_ARCH:-90}"; else flags="$flags -DGGML_CUDA=OFF"; fi
   rm -f "$G/build.rc"
   cat > "$G/build.sh" <<EOF
@@ -348,6 +352,13 @@ step_status() {
   return 0
 }
 
+step_again() {  # keep the last run as run.1, run.2, ... so that `run` starts a new one
+  alive "$G/run/run.pid" && die "again: a run is still going (stop it first)"
+  [ -d "$G/run" ] || { say "again: no earlier run"; return 0; }
+  local k=1; while [ -e "$G/run.$k" ]; do k=$((k + 1)); done
+  mv "$G/run" "$G/run.$k" && say "again: the last run is now $G/run.$k"
+}
+
 step_stop() {
   if alive "$G/run/run.pid"; then kill -TERM -- "-$(cat "$G/run/run.pid")"; say "stop: sent SIGTERM to the run's process group"; else say "stop: no run"; fi
 }
@@ -355,7 +366,7 @@ step_stop() {
 # ----------------------------------------------------------------------------- main
 
 [ $# -gt 0 ] || { sed -n '2,36p' "$0"; exit 2; }
-is_step() { case $1 in recv|build|model|run|wait|collect|status|stop) return 0 ;; *) return 1 ;; esac; }
+is_step() { case $1 in recv|build|model|run|wait|collect|status|stop|again) return 0 ;; *) return 1 ;; esac; }
 failed=""
 while [ $# -gt 0 ]; do
   s=$1; shift
@@ -363,8 +374,8 @@ while [ $# -gt 0 ]; do
   case $s in
     recv|wait) arg=${1:-}; [ -n "$arg" ] || die "$s needs a number"; shift ;;
     collect) if [ $# -gt 0 ] && ! is_step "$1"; then arg=$1; shift; fi ;;
-    build|model|run|status|stop) ;;
-    *) die "unknown step '$s' (recv N | build | model | run | wait S | collect [DIR] | status | stop)" ;;
+    build|model|run|status|stop|again) ;;
+    *) die "unknown step '$s' (recv N | build | model | run | wait S | collect [DIR] | status | stop | again)" ;;
   esac
   if [ -n "$failed" ] && [ "$s" != collect ] && [ "$s" != status ]; then say "skipped: $s (after the failed step '$failed')"; continue; fi
   # each step in a subshell: a failing one ends only itself, and collect still brings the logs back

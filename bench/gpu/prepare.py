@@ -194,6 +194,20 @@ def prune_sources(sdist: Path, dest: Path) -> None:
         f"({time.monotonic() - t0:.0f} s)")
 
 
+def vendored_commit(sdist: Path) -> str:
+    """The llama.cpp commit the sdist vendors (its git metadata, which the pruned tree leaves out), so the
+    CUDA build reports the same version as the e2e suite's (`b1-0c1e570`): `llama-server --version` and
+    loadgen's probe record it."""
+    with tarfile.open(sdist) as tf:
+        for m in tf.getmembers():
+            if m.name.endswith("/.git/modules/vendor/llama.cpp/HEAD"):
+                f = tf.extractfile(m)
+                head = f.read().decode().strip() if f else ""
+                if len(head) == 40 and all(ch in "0123456789abcdef" for ch in head):
+                    return head[:7]
+    return "unknown"
+
+
 # --------------------------------------------------------------------------- model
 
 
@@ -376,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         cache = out / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         src_tar = cache / "llama-src.tar.xz"
-        prune_sources(sdist_path(cache), src_tar)
+        sdist = sdist_path(cache)
+        prune_sources(sdist, src_tar)
+        commit = vendored_commit(sdist)
         model_xz = cache / "model.gguf.xz"
         compress_model(model_gguf(), model_xz)
         names = WHEELS + (LOCUST_WHEELS if args.with_locust else [])
@@ -388,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"calls": len(calls), "model_name": MODEL_NAME, "model_size": MODEL_SIZE,
                 "model_sha256": MODEL_SHA256, "model_xz_size": model_xz.stat().st_size,
                 "model_xz_sha256": sha256(model_xz), "llama_cpp_python": LLAMA_CPP_PYTHON_VERSION,
+                "llama_commit": commit,
                 "prepared": time.strftime("%Y-%m-%dT%H:%M:%S")}
         write_calls(calls, model_xz, out, meta)
         (out / "plan.json").write_text(json.dumps(meta, indent=2) + "\n")
