@@ -277,8 +277,11 @@ progress() {  # one line: stages begun, the last stage line and the live progres
 
 step_wait() {
   local until=${1:?wait needs seconds}
-  local last=0
+  local last=0 told=""
   while [ $(( $(date +%s) - T0 )) -lt "$until" ]; do
+    if [ -z "$told" ] && grep -q 'stages, estimated' "$G/run/loadgen.log" 2>/dev/null; then
+      told=1; say "wait: $(grep -m1 'stages, estimated' "$G/run/loadgen.log" | cut -c1-300)"
+    fi
     if [ -f "$G/run/rc" ]; then say "wait: the run ended (rc $(cat "$G/run/rc"))"; return 0; fi
     if [ ! -f "$G/run/run.pid" ] && [ "$(build_state)" != running ]; then say "wait: nothing running"; return 0; fi
     if [ -f "$G/run/run.pid" ] && ! alive "$G/run/run.pid"; then say "wait: the run's process is gone without an exit code"; return 0; fi
