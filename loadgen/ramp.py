@@ -97,8 +97,9 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     Before the first stage the run's duration is estimated and printed; each
     stage's header and progress line say how much is left. With ``max_run_s``
     each stage gets the share of the time left that its estimate is of the
-    stages left; when the budget is spent the run stops, and ``run["cut"]`` says
-    how many planned stages were not run.
+    stages left (a stage that spends its share is cut and the ladder goes on;
+    one that needs less leaves more for the rest); when the budget is spent the
+    run stops, and ``run["cut"]`` says how many planned stages were not run.
     """
     done: list[dict] = []
     running: dict[str, ManagedServer] = {}
@@ -145,9 +146,14 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             budget, by = plan.max_stage_s, "max-stage-time"
             if run_deadline is not None:
                 remaining = run_deadline - time.monotonic()
-                rest = estimates(i)
+                # weights: the middle of each stage's estimate (the pessimistic end alone gave the high
+                # concurrencies so much that a 20-stage GPU ladder's first stages were starved)
+                rest = [(a + b) / 2 for a, b in zip(estimates(i), estimates(i, scaled=False))]
                 share = remaining * rest[0] / sum(rest) if sum(rest) > 0 else remaining
-                if remaining <= 1.0:
+                # a stage needs its minimum warm-up and a second of window to measure anything
+                least = plan.warmup_s + 1.0
+                share = max(share, least)
+                if remaining < least:
                     writer.run["cut"] = {"by": "max-run-time", "stages_not_run": len(stages) - i}
                     log(f"--max-run-time reached: {len(stages) - i} planned stage(s) not run")
                     break
@@ -185,7 +191,8 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             done.append(d)
             if d["e2e"].get("p50") and not d.get("incomplete"):
                 durations.add(target.label, wl, c, d["e2e"]["p50"] / 1000)
-            if (d.get("cut") or {}).get("by") == "max-run-time" and i + 1 < len(stages):
+            if run_deadline is not None and time.monotonic() >= run_deadline - plan.warmup_s - 1.0 and i + 1 < len(stages):
+                # only the run's end stops it: a stage that spent its share is cut and the ladder goes on
                 writer.run["cut"] = {"by": "max-run-time", "stages_not_run": len(stages) - i - 1}
                 log(f"--max-run-time reached: {len(stages) - i - 1} planned stage(s) not run")
                 break

@@ -412,6 +412,10 @@ def _stage_notes(state: "StageState", spec: StageSpec, res: StageResult, n_users
         why = _BY[cut.by]
         if cut.by == "max-cooldown":
             why = f"cool-down exceeded {spec.max_cooldown_s:g} s"
+        elif cut.by == "max-stage-time":
+            why = f"--max-stage-time ({spec.max_stage_s:g} s) reached"
+        elif cut.by == "max-run-time":
+            why = f"its share of --max-run-time ({spec.max_stage_s:.0f} s of what was left) was spent"
         if cut.phase == "warm-up":
             notes.append(f"{why} during the warm-up, {cut.at_s:.1f} s into the stage: the window never opened, "
                          "nothing was measured")

@@ -96,13 +96,14 @@ def test_max_stage_time_cuts_the_stage_and_the_ladder_goes_on(tmp_path):
     for s in stages:
         assert s["incomplete"] is True and s["cut"]["by"] == "max-stage-time" and s["cut"]["phase"] == "window"
         assert 2.0 < s["window"]["duration_s"] < 4.0 and s["output_tokens"] > 0
-        assert any("--max-stage-time reached in the window" in n for n in s["notes"]), s["notes"]
+        assert any("--max-stage-time (4 s) reached in the window" in n for n in s["notes"]), s["notes"]
     assert "estimated" in err and "left" in err
 
 
 def test_max_run_time_stops_the_run_and_says_what_was_not_run(tmp_path):
     out = tmp_path / "run.json"
-    p = _start(out, "--concurrency", "1,2,3,4", "--warmup", "0.5s", "--duration", "3s", "--max-run-time", "6s")
+    # each stage gets at least its warm-up and a second of window (2 s): three fit in 6 s, the fourth does not
+    p = _start(out, "--concurrency", "1,2,3,4", "--warmup", "1s", "--duration", "3s", "--max-run-time", "6s")
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     doc = json.loads(out.read_text())
@@ -111,6 +112,9 @@ def test_max_run_time_stops_the_run_and_says_what_was_not_run(tmp_path):
     assert 1 <= ran < 4
     assert doc["run"]["cut"] == {"by": "max-run-time", "stages_not_run": 4 - ran}
     assert "at most 6 s (--max-run-time)" in err and "--max-run-time reached" in err
+    for s in doc["stages"]:  # each stage was cut by its share and says so; the ladder went on
+        assert s["cut"]["by"] == "max-run-time" and s["output_tokens"] > 0
+        assert any("its share of --max-run-time" in n for n in s["notes"]), s["notes"]
 
 
 def test_warmup_ends_when_the_load_is_steady():
