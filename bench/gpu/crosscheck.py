@@ -182,7 +182,8 @@ def figures_table(stages: list[dict], labels: tuple[str, str]) -> list[str]:
 def printed_verdicts(log: Path | None, crossover: Path | None) -> list[str]:
     if log is not None:
         text = read_text(log).replace("\r", "\n").splitlines()
-        start = next((i for i, ln in enumerate(text) if re.match(r"^\s*workload \S+.*intervals", ln)), None)
+        start = next((i for i, ln in enumerate(text)
+                      if re.match(r"^\s*workload \S+.*(intervals|NOT COMPARED)", ln)), None)
         if start is not None:
             block = [ln for ln in text[start:] if not ln.startswith("loadgen:") and ln.strip()]
             return ["```"] + block + ["```"]
@@ -193,8 +194,8 @@ def printed_verdicts(log: Path | None, crossover: Path | None) -> list[str]:
             for name, m in per.items():
                 out.append(f"- {wl} / {name}: {m.get('recommendation', '')}")
         for wl, cov in (res.get("coverage") or {}).items():
-            if isinstance(cov, dict) and cov.get("sentence"):
-                out.append(f"- {wl}: {cov['sentence']}")
+            if isinstance(cov, dict) and cov.get("status") == "not compared":
+                out.append(f"- {wl}: {cov.get('recommendation', 'not compared')}")
         return out
     return ["(no loadgen.log and no crossover.json: the run printed no verdict)"]
 
@@ -207,6 +208,7 @@ def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | Non
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     notes: list[str] = []
     within = outside = short = own_ok = own_bad = 0
+    exact = [0, 0, 0]  # equal, unequal, total: server delta vs the client's own count over the same two scrapes
     for s in stages:
         w = s.get("window") or {}
         lo, hi, dur = w.get("start_ns"), w.get("end_ns"), w.get("duration_s") or 0
@@ -221,6 +223,13 @@ def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | Non
         dr = s.get("drafts") or {}
         lg_rate = s.get("accept_rate")
         own = s.get("server") if isinstance(s.get("server"), dict) else None
+        mine = (own or {}).get("client_ended_between_scrapes")
+        if own and own.get("available") and mine and own.get("output_tokens") is not None:
+            exact[2] += 1
+            exact[0 if mine["output_tokens"] == own["output_tokens"] else 1] += 1
+            if mine["output_tokens"] != own["output_tokens"]:
+                notes.append(f"{s['target']} {stage_workload(s)} C={c}: server Δtokens {own['output_tokens']} vs the "
+                             f"client's {mine['output_tokens']} over the same two scrapes ({mine['requests']} requests)")
         own_txt, own_check = "–", "–"
         if own and own.get("available"):
             own_txt = (f"{fmt(own.get('output_tokens'), '.0f')}, {fmt(own.get('draft_tokens'), '.0f')}/"
@@ -270,6 +279,10 @@ def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | Non
                  f"{outside} outside it (an outside stage means a miscount: the bound is a hard one)")
     notes.append(f"{short} stages have windows shorter than two E2E p50s: there the server's counter moves in lumps "
                  f"of whole requests and the two rates say little about each other; longer windows make them agree")
+    if exact[2]:
+        notes.insert(0, f"like for like — tokens of the requests that ENDED between loadgen's two scrapes of each window "
+                        f"(the client's usage sums) against the server's counter over the same scrapes: "
+                        f"{exact[0]} of {exact[2]} stages equal to the token, {exact[1]} not")
     if own_ok or own_bad:
         notes.append(f"loadgen's own window scrape (stage 'server': tokens, drafted, accepted) against this scraper, "
                      f"same counters over the same window: {own_ok} stages agree, {own_bad} do not")
