@@ -165,3 +165,17 @@ def test_the_default_window_grows_to_a_request_within_the_budget():
     assert warmed_spec(64, 5.0, 20.0, duration_s=8.0, adapt_window=True, max_stage_s=60.0).duration_s == 18.0
     spec = warmed_spec(64, 5.0, 20.0, duration_s=8.0)
     assert spec.max_warmup_s == 50.0 and spec.warmup_s == 5.0 and spec.ramp_s == 20.0
+
+
+def test_warmup_waits_for_every_first_request_to_stream():
+    """A server that takes its first prompts in slowly (3 s to a first token): a rate flat at zero is not a
+    steady load; the window opens only once every user's first request streams (seen on an H200 at C=256:
+    a 10 s window with 167 tokens while the server was still admitting)."""
+    req = GenRequest(workload="w", prompt="x", max_tokens=1000)  # then 10 s of streaming
+    with schedserver("--interval-ms", "10", "--tokens", "1", "--ttft-ms", "3000", cpu=None) as url:
+        spec = StageSpec(4, duration_s=1.0, warmup_s=0.5, max_warmup_s=30.0, ramp_s=0.2, expected_request_s=1.0)
+        t0 = time.perf_counter_ns()
+        res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
+    opened_after_s = (res.window_start_ns - t0) / 1e9
+    assert 3.0 < opened_after_s < 15.0, opened_after_s
+    assert res.to_dict()["output_tokens_per_s"] > 300  # 4 streams x 100 tok/s once streaming
