@@ -65,11 +65,17 @@ def roles(doc: dict) -> tuple[str, str]:
     return labels[0], labels[1]
 
 
+def window_whole(s: dict) -> bool:
+    """A stage whose steady window ran its whole length: not incomplete, or (files written before the
+    runner said so itself) cut only in the cool-down. Such a stage counts; its cut is one of its flags."""
+    return not s.get("incomplete") or (s.get("cut") or {}).get("phase") == "cool-down"
+
+
 def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
     """(target, workload, C) → the timelines of every stage slice measured there."""
     out: dict[tuple[str, str, int], list[dict]] = {}
     for s in doc.get("stages", []):
-        if s.get("incomplete"):
+        if not window_whole(s):
             continue
         for wl, m in s.get("workloads", {}).items():
             out.setdefault((s["target"], wl, s["concurrency"]), []).append(m["timeline"])
@@ -250,7 +256,7 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
             t = s.get("target")
             if t not in complete or wl not in _stage_workloads(s):
                 continue
-            if s.get("incomplete"):
+            if not window_whole(s):
                 cut_at[t].setdefault(s["concurrency"], []).append(s)
             else:
                 complete[t].add(s["concurrency"])
@@ -274,7 +280,7 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
         flagged: dict[int, list[str]] = {}
         for s in stages:
             t = s.get("target")
-            if t not in complete or s.get("incomplete") or s["concurrency"] not in both:
+            if t not in complete or not window_whole(s) or s["concurrency"] not in both:
                 continue
             if wl not in _stage_workloads(s):
                 continue

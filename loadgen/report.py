@@ -170,6 +170,8 @@ def _merge(parts: list[tuple[dict, dict]]) -> dict:
 
 def slices(doc: dict) -> dict[str, dict[str, dict[int, Slice]]]:
     """workload → target → C → Slice. A stage with several workloads also counts under "all"."""
+    from loadgen.compare import window_whole
+
     groups: dict[tuple[str, str, int], list[tuple[dict, dict]]] = {}
     for s in doc.get("stages", []):
         wls = s.get("workloads") or {}
@@ -179,7 +181,7 @@ def slices(doc: dict) -> dict[str, dict[str, dict[int, Slice]]]:
             groups.setdefault(("all", s["target"], s["concurrency"]), []).append((s, s))
     out: dict[str, dict[str, dict[int, Slice]]] = {}
     for (wl, target, c), parts in groups.items():
-        complete = [p for p in parts if not p[0].get("incomplete")]
+        complete = [p for p in parts if window_whole(p[0])]
         use = complete or parts
         d = _merge(use)
         bins = [v for _, m in use for v in _rate(m.get("timeline", {}))]
@@ -195,14 +197,14 @@ def _rate(tl: dict) -> list[float]:
 
 
 def _flags(sl: Slice) -> list[tuple[str, str]]:
-    from loadgen.compare import cut_words
+    from loadgen.compare import cut_words, window_whole
 
     out = []
     for s in sl.stages:
         for r in s["client"].get("reasons", []) if s["client"].get("client_bound") else []:
             out.append(("client", f"client-bound: {r}"))
         cut = cut_words(s.get("cut"))
-        if s.get("incomplete"):
+        if not window_whole(s):
             out.append(("incomplete", f"incomplete stage ({cut})" if cut else "incomplete stage (interrupted)"))
         elif cut:
             out.append(("incomplete", f"stage {cut}"))

@@ -179,3 +179,15 @@ def test_warmup_waits_for_every_first_request_to_stream():
     opened_after_s = (res.window_start_ns - t0) / 1e9
     assert 3.0 < opened_after_s < 15.0, opened_after_s
     assert res.to_dict()["output_tokens_per_s"] > 300  # 4 streams x 100 tok/s once streaming
+
+
+def test_a_warmup_cut_short_by_the_budget_says_so():
+    """A stage budget too small for the warm-up the load needs: the window opens early and the note says
+    why (the H200 run's last stage opened 3 s in, silently, while the server was still taking prompts in)."""
+    req = GenRequest(workload="w", prompt="x", max_tokens=1000)
+    with schedserver("--interval-ms", "10", "--tokens", "1", "--ttft-ms", "3000", cpu=None) as url:
+        spec = StageSpec(4, duration_s=1.0, warmup_s=0.5, max_warmup_s=30.0, ramp_s=0.2, expected_request_s=1.0,
+                         max_stage_s=3.0)
+        res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
+    notes = res.to_dict()["notes"]
+    assert any("warm-up was cut short" in n and "stage's budget (3 s, max-stage-time)" in n for n in notes), notes

@@ -126,3 +126,20 @@ def test_flagged_stages_are_named_in_the_verdict():
     code = res["workloads"]["code"]["output_tokens_per_s"]
     assert code["caveat"] == "" and code["recommendation"] == (
         "output throughput: speculation wins at every measured concurrency (C=1–100); no crossover.")
+
+
+def test_a_stage_cut_in_the_cool_down_is_compared_and_flagged():
+    """Its window ran whole (the H200 run lost three such stages from the comparison as incomplete): it is
+    compared, and the verdict names its cut. Older files mark it incomplete; the cut's phase decides."""
+    for incomplete in (False, True):
+        doc = run_doc(ladder=(1, 5), workloads=("code",), flags=False)
+        s = doc["stages"][3]  # spec C=5
+        s["incomplete"] = incomplete
+        s["cut"] = {"phase": "cool-down", "at_s": 39.2, "by": "max-run-time"}
+        res = analyze_run(doc)
+        assert res["coverage"]["code"]["compared"] == [1, 5] and res["coverage"]["code"]["missing"] == []
+        caveat = res["workloads"]["code"]["output_tokens_per_s"]["caveat"]
+        assert "spec cut in the cool-down at 39 s by --max-run-time at C=5" in caveat, caveat
+    s["cut"]["phase"] = "window"  # a window cut short is not compared
+    res = analyze_run(doc)
+    assert res["coverage"]["code"]["compared"] == [1]
