@@ -225,6 +225,12 @@ def e2e_guess(measured: dict[int, float], concurrency: int) -> float | None:
     return measured[min(measured)]
 
 
+NO_GUESS_MAX_WARMUP_S = 120.0
+"""The warm-up's cap for a stage with no request duration to go by (a target's first stage): its
+steadiness decides. Capped at the minimum warm-up, the H200's first stage at C=256 opened its window
+3 s in, with all 256 users still in their first, lock-step request."""
+
+
 def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, *, duration_s: float | None = 30.0,
                 requests: int | None = None, adapt_window: bool = False, max_stage_s: float | None = None,
                 budget_by: str = "max-stage-time") -> StageSpec:
@@ -247,7 +253,8 @@ def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, *, 
         if max_stage_s:
             window = max(duration_s, min(d, max_stage_s - max(warmup_s, ramp + 2.0) - d))
     return StageSpec(concurrency, duration_s=window, requests=requests, warmup_s=warmup_s,
-                     max_warmup_s=max(warmup_s, 2.5 * d), ramp_s=ramp, max_stage_s=max_stage_s,
+                     max_warmup_s=max(warmup_s, 2.5 * d if d else NO_GUESS_MAX_WARMUP_S), ramp_s=ramp,
+                     max_stage_s=max_stage_s,
                      budget_by=budget_by, expected_request_s=d or None)
 
 def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, within_s: float | None = None) -> None:

@@ -203,6 +203,7 @@ async def run_stage(
             acc_box: list[StageAccumulator] = []
             folder = RecordFolder(None)
             started_users = [0]
+            lock_step = spec.concurrency > 1 and spec.ramp_s == 0
             first_rids: set[str] = set()
             """Users' first requests still running."""
 
@@ -211,6 +212,10 @@ async def run_stage(
                 Until then the server is still taking the first prompts in (measured on an H200 at
                 C=256 with temperature 0.8: 167 tokens in a 10 s window whose rate had "settled" at zero)."""
                 if started_users[0] < n_users:
+                    return False
+                if lock_step and state.first_done < n_users:
+                    # users started together with nothing to spread them by: until each has finished a
+                    # first request the batch is one lock-step wave, whose flat rate is not the mix to come
                     return False
                 return all((r := client.inflight.get(rid)) is not None and len(r.chunk_ns) > 0 for rid in first_rids)
             ended: list[tuple[int, int]] = []

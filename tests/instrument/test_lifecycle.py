@@ -165,6 +165,9 @@ def test_the_default_window_grows_to_a_request_within_the_budget():
     assert warmed_spec(64, 5.0, 20.0, duration_s=8.0, adapt_window=True, max_stage_s=60.0).duration_s == 18.0
     spec = warmed_spec(64, 5.0, 20.0, duration_s=8.0)
     assert spec.max_warmup_s == 50.0 and spec.warmup_s == 5.0 and spec.ramp_s == 20.0
+    # no duration to go by (a target's first stage): steadiness decides, not a cap at the minimum
+    first = warmed_spec(256, 3.0, None, duration_s=10.0)
+    assert first.ramp_s == 0 and first.warmup_s == 3.0 and first.max_warmup_s == 120.0
 
 
 def test_warmup_waits_for_every_first_request_to_stream():
@@ -191,3 +194,15 @@ def test_a_warmup_cut_short_by_the_budget_says_so():
         res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
     notes = res.to_dict()["notes"]
     assert any("warm-up was cut short" in n and "stage's budget (3 s, max-stage-time)" in n for n in notes), notes
+
+
+def test_users_started_together_wait_for_their_first_requests_to_end():
+    """No ramp (a first stage): the window opens only after every user has finished a first request, not
+    on the flat rate of one lock-step wave (the H200's first stage at C=256 opened 3 s in)."""
+    req = GenRequest(workload="w", prompt="x", max_tokens=300)  # 3 s per request
+    with schedserver("--interval-ms", "10", "--tokens", "1", "--ttft-ms", "10", cpu=None) as url:
+        spec = StageSpec(8, duration_s=1.0, warmup_s=0.5, max_warmup_s=30.0)
+        t0 = time.perf_counter_ns()
+        res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
+    assert 3.0 < (res.window_start_ns - t0) / 1e9 < 15.0
+    assert not any("had not finished a first request" in n for n in res.to_dict()["notes"])
