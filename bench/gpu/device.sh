@@ -26,11 +26,11 @@
 #   GPU_HARNESS_CONFIGURE_ONLY=1   stop the build after cmake's configure (a check of the sources)
 #   GPU_HARNESS_JOBS (nproc)       GPU_HARNESS_BUILD_WAIT (480: `run` waits for the build until this many
 #                                  seconds after the command started, then fails so the call can end)
-#   GPU_HARNESS_PORT (8080)  _NGL (99)  _CTX (524288)  _NP (256)  _THREADS (8)  _SERVER_EXTRA (--backend-sampling)
+#   GPU_HARNESS_PORT (8080)  _NGL (99)  _CTX (524288)  _NP (256)  _THREADS (8)  _SERVER_EXTRA (none; e.g. --backend-sampling, untried with speculation)
 #   GPU_HARNESS_SERVER_CPUS (0-7)  _CLIENT_CPUS (8-15): taskset lists; "" for no pinning
-#   GPU_HARNESS_LADDER (1,4,16,64,256)  _WORKLOADS (predictable,freetext)  _MAX_TOKENS (uniform:48,80)
-#   GPU_HARNESS_DURATION (10s)  _WARMUP (3s)  _MAX_RUN_TIME (1000s)  _MAX_STAGE_TIME (90s): the run budget
-#                                  sits well above the ~10-14 min run (bench/gpu/budget.py says why)
+#   GPU_HARNESS_LADDER (1,4,16,64,256)  _WORKLOADS (predictable,freetext)  _MAX_TOKENS (uniform:32,64)
+#   GPU_HARNESS_DURATION (10s)  _WARMUP (3s)  _MAX_RUN_TIME (780s)  _MAX_STAGE_TIME (100s): the budgets
+#                                  the H200 run was made with (20 stages in 12 min; docs/real-servers.md)
 #   GPU_HARNESS_LOADGEN_EXTRA      more `loadgen crossover` flags, e.g. "--processes 2"
 #   GPU_HARNESS_HARD_LIMIT (MAX_RUN_TIME + 120 s): SIGTERM to loadgen after this (it then analyses the
 #                                  finished stages), SIGKILL 60 s later
@@ -227,13 +227,13 @@ step_run() {
   local sp cp; sp=$(pin "${GPU_HARNESS_SERVER_CPUS-0-7}"); cp=$(pin "${GPU_HARNESS_CLIENT_CPUS-8-15}")
   local common="-m $model --host 127.0.0.1 --port $port -ngl ${GPU_HARNESS_NGL:-99} -c ${GPU_HARNESS_CTX:-524288} \
 -np ${GPU_HARNESS_NP:-256} -t ${GPU_HARNESS_THREADS:-8} --no-webui --metrics --no-jinja --chat-template gemma \
-${GPU_HARNESS_SERVER_EXTRA---backend-sampling}"
+${GPU_HARNESS_SERVER_EXTRA-}"
   local base="${sp}$bin $common"
   local spec="$base --spec-type ngram-simple --spec-ngram-simple-size-n 6 --spec-ngram-simple-size-m 16"
   (cd "$REPO" && "$PY" -m loadgen crossover --help) > "$G/run/help.txt" 2>&1 || { cat "$G/run/help.txt"; die "run: loadgen crossover --help failed"; }
-  local run_time=${GPU_HARNESS_MAX_RUN_TIME:-1000s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-90s}
+  local run_time=${GPU_HARNESS_MAX_RUN_TIME:-780s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-100s}
   local args=(crossover --protocol chat --model gemma --ladder "${GPU_HARNESS_LADDER:-1,4,16,64,256}"
-    --workloads "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:48,80}"
+    --workloads "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:32,64}"
     --duration "${GPU_HARNESS_DURATION:-10s}" --warmup "${GPU_HARNESS_WARMUP:-3s}" --seed 1 --out "$G/run/out")
   if loadgen_has '--url '; then args+=(--url "$url"); else args+=(--baseline-url "$url" --spec-url "$url"); fi
   args+=(--baseline-start "$base" --spec-start "$spec")
