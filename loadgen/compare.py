@@ -163,7 +163,8 @@ def _flag_labels(target: str, s: dict, m: dict) -> list[str]:
     for n in s.get("notes") or []:
         # the note's gist, its details left to the flags list: "the load was not measured steady before the
         # warm-up's cap (0.8 s): the window opened there" -> "spec noted: the load was not measured steady ..."
-        gist = re.split(r" \(|: |; ", str(n), maxsplit=1)[0].strip()
+        # (figures in brackets dropped, not cut at: "the window (10.0 s) is shorter than ..." read "the window")
+        gist = re.split(r": |; ", re.sub(r" \([^)]*\)", "", str(n)), maxsplit=1)[0].strip()
         out.append(f"{target} noted: {gist[:77] + '...' if len(gist) > 80 else gist}")
     return out
 
