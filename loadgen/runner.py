@@ -123,9 +123,13 @@ class Steadiness:
         self.tolerance = tolerance
         self.every_s = every_s
         self._samples: deque[tuple[int, int]] = deque()
+        self._failures: deque[tuple[int, int]] = deque()
 
-    def add(self, t_ns: int, tokens: int) -> None:
+    def add(self, t_ns: int, tokens: int, failures: int = 0) -> None:
         self._samples.append((t_ns, tokens))
+        self._failures.append((t_ns, failures))
+        while len(self._failures) > 2 and self._failures[1][0] <= t_ns - int(self.span_s * 1e9):
+            self._failures.popleft()
         horizon = t_ns - int(2 * self.span_s * 1e9) - int(self.every_s * 2e9)
         while len(self._samples) > 2 and self._samples[1][0] <= horizon:
             self._samples.popleft()
@@ -150,7 +154,9 @@ class Steadiness:
         recent = (now - mid[1]) / (t - mid[0]) * self.span_s * 1e9
         before = (mid[1] - old[1]) / (mid[0] - old[0]) * self.span_s * 1e9
         if recent <= 0:
-            return False  # nothing arriving is not a steady load, however flat
+            # nothing arriving is not a steady load, however flat — unless requests are failing: a
+            # server that died or refuses steadily is measured as that (its failures counted), not waited on
+            return self._failures[-1][1] > self._failures[0][1]
         return abs(recent - before) <= max(self.tolerance * max(recent, before), 3)
 
 
@@ -247,6 +253,8 @@ async def run_stage(
                     rec = await client.stream(req, rid, start_ns=t)
                     if window_probe is not None and rec.ok:
                         ended.append((rec.end_ns, rec.output_tokens or rec.tokens_received))
+                    if not rec.ok:
+                        state.failures += 1
                     if first:
                         first = False
                         first_rids.discard(rid)
@@ -289,7 +297,7 @@ async def run_stage(
                         open_window(shared)
                         return shared
                     t = _now()
-                    steady.add(t, client.tokens_seen)
+                    steady.add(t, client.tokens_seen, state.failures)
                     if t >= cap or (t >= t_min and steady.settled() and all_streaming()):
                         state.warmup_capped = t >= cap and (cap > t_min or state.warmup_squeezed)
                         state.measured_steady = t < cap
@@ -599,6 +607,8 @@ class StageState:
         self.max_requests = max_requests
         self.admitted = 0
         self.first_done = 0
+        self.failures = 0
+        """Requests that failed so far (any phase): a failing server's load is steady at zero tokens."""
         """Users whose first request has ended."""
         self.warm_users = 0
         """Users whose first request had ended when the window opened."""

@@ -206,3 +206,20 @@ def test_users_started_together_wait_for_their_first_requests_to_end():
         res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
     assert 3.0 < (res.window_start_ns - t0) / 1e9 < 15.0
     assert not any("had not finished a first request" in n for n in res.to_dict()["notes"])
+
+
+def test_a_dead_server_is_measured_not_waited_on(tmp_path):
+    """Nothing listens: no token ever arrives, but requests fail steadily — the window opens and counts
+    them (a zero rate alone is not steady; with failures it is), instead of waiting out the 120 s cap."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = StageSpec(2, duration_s=1.0, warmup_s=0.5, max_warmup_s=120.0)
+    t0 = time.perf_counter_ns()
+    res = run_stage_sync(Target("t", f"http://127.0.0.1:{port}", "sglang"), spec,
+                         RequestCycle([GenRequest(workload="w", prompt="x", max_tokens=10)]), RunOptions())
+    assert (time.perf_counter_ns() - t0) / 1e9 < 20
+    d = res.to_dict()
+    assert d["requests"]["completed"] == 0 and set(d["requests"]["failures"]) == {"connect"}
