@@ -77,18 +77,13 @@ class _Durations:
     def guess(self, target: str, workload: str, c: int, scaled: bool = True) -> float | None:
         """``scaled``: Little's law from the nearest lower stage (a server whose throughput stops growing);
         else that stage's duration as it was (a server that keeps up): the two ends of the estimate."""
-        guess = e2e_guess if scaled else _unscaled
-        own = guess(self.measured.get((target, workload), {}), c)
+        own = e2e_guess(self.measured.get((target, workload), {}), c, scaled)
         if own is not None:
             return own
         # another target on the same workload is a better guess than none (for the estimate only)
-        others = [guess(m, c) for (t, w), m in self.measured.items() if w == workload and m]
+        others = [e2e_guess(m, c, scaled) for (t, w), m in self.measured.items() if w == workload and m]
         return max(others) if others else None
 
-
-def _unscaled(measured: dict[int, float], concurrency: int) -> float | None:
-    lower = [c for c in measured if c <= concurrency]
-    return measured[max(lower)] if lower else (measured[min(measured)] if measured else None)
 
 
 def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[str, int]] = ()) -> list[dict]:
@@ -206,7 +201,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     return done
 
 
-def e2e_guess(measured: dict[int, float], concurrency: int) -> float | None:
+def e2e_guess(measured: dict[int, float], concurrency: int, scaled: bool = True) -> float | None:
     """A request's duration at ``concurrency``, from the E2E p50 (s) of this target's stages so far.
 
     From the nearest lower concurrency C' it is scaled by C / C': by Little's law
@@ -215,13 +210,14 @@ def e2e_guess(measured: dict[int, float], concurrency: int) -> float | None:
     unscaled guess fell short: at C=250 behind a 48-request cap, 107 of 250
     users had not finished a first request when the window opened. Without a
     lower stage (refinement between ladder stages), the nearest higher one.
+    ``scaled=False``: the lower stage's duration as it was (a server that keeps up: the estimate's low end).
     """
     if not measured:
         return None
     lower = [c for c in measured if c <= concurrency]
     if lower:
         c = max(lower)
-        return measured[c] * concurrency / c
+        return measured[c] * concurrency / c if scaled else measured[c]
     return measured[min(measured)]
 
 
