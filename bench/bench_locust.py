@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from loadgen.bench.procs import schedserver  # noqa: E402
-from loadgen.bench.truth import truth_record  # noqa: E402
+from loadgen.bench.sendlog import truth_record  # noqa: E402
 from loadgen.metrics import BY_NAME  # noqa: E402
 
 METRICS = ("itl", "ttft", "chunk_gap")

@@ -216,7 +216,7 @@ step_run() {
     touch "$G/site/.ok"; say "run: wheels installed into $G/site"
   fi
   export PYTHONPATH="$REPO:$G/site${PYTHONPATH:+:$PYTHONPATH}"
-  "$PY" -c 'import orjson, hdrh.histogram, tomli, aiohttp, numpy, matplotlib, loadgen.crossover_cli, loadgen.report' \
+  "$PY" -c 'import orjson, hdrh.histogram, tomli, aiohttp, numpy, matplotlib, loadgen.cli.crossover, loadgen.report.html' \
     || die "run: loadgen does not import here (PYTHONPATH=$PYTHONPATH)"
   [ -f "$(model_path)" ] || step_model
   wait_build

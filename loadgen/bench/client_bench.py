@@ -19,10 +19,10 @@ import aiohttp
 import orjson
 
 from loadgen.bench.procs import pinned, schedserver
-from loadgen.bench.truth import summarize, truth_record
+from loadgen.bench.sendlog import summarize, truth_record
 from loadgen.request import GenRequest
-from loadgen.runner import RunOptions, StageSpec, new_event_loop, run_stage_processes
-from loadgen.target import Target
+from loadgen.run.runner import RunOptions, StageSpec, new_event_loop, run_stage_processes
+from loadgen.client.target import Target
 
 
 def _fetch_truth(url: str) -> dict | list:

@@ -28,10 +28,10 @@ import urllib.request
 import orjson
 
 from loadgen.bench.procs import pinned
-from loadgen.runner import RunOptions, run_stage_processes
-from loadgen.ramp import warmed_spec
+from loadgen.run.runner import RunOptions, run_stage_processes
+from loadgen.run.ramp import warmed_spec
 from loadgen.sim.process import SimProcess
-from loadgen.target import Target
+from loadgen.client.target import Target
 
 
 def _counter(url: str) -> tuple[int, int]:

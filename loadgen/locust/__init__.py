@@ -7,7 +7,7 @@ Use from a locustfile (see scenarios/ramp.py)::
 
 ``LLMUser``, ``RampShape`` and ``install`` import Locust, which monkey-patches
 the standard library with gevent, so they are loaded only when asked for;
-``loadgen.locust.config``, ``.plan`` and ``.conductor`` can be imported
+``loadgen.settings.config``, ``.stageplan`` and ``.conductor`` can be imported
 without Locust.
 """
 

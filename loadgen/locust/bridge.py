@@ -34,8 +34,8 @@ import gevent
 import gevent.event
 import gevent.monkey
 
-from loadgen.loops import new_event_loop
-from loadgen.loops import new_event_loop
+from loadgen.client.loops import new_event_loop
+from loadgen.client.loops import new_event_loop
 
 _start_new_thread = gevent.monkey.get_original("_thread", "start_new_thread")
 _allocate_lock = gevent.monkey.get_original("_thread", "allocate_lock")

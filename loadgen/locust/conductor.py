@@ -24,12 +24,12 @@ from pathlib import Path
 
 import orjson
 
-from loadgen.results import ResultsWriter
-from loadgen.stage import StageAccumulator, StageResult
-from loadgen.table import stage_table
+from loadgen.run.results import ResultsWriter
+from loadgen.stage.result import StageAccumulator, StageResult
+from loadgen.report.table import stage_table
 
-from .config import RampConfig, TargetConf
-from .plan import StagePlan
+from loadgen.settings.config import RampConfig, TargetConf
+from loadgen.locust.stageplan import StagePlan
 
 log = logging.getLogger("loadgen.locust")
 

@@ -19,7 +19,7 @@ import socket
 import gevent
 
 from .executor import Executor
-from .plan import StagePlan
+from loadgen.locust.stageplan import StagePlan
 
 log = logging.getLogger("loadgen.locust")
 

@@ -24,7 +24,7 @@ from loadgen.errors import LoadgenError
 
 from .bridge import Bridge, Cancelled
 from .live import LiveStage
-from .plan import StagePlan
+from loadgen.locust.stageplan import StagePlan
 
 log = logging.getLogger("loadgen.locust")
 

@@ -21,8 +21,8 @@ from contextlib import ExitStack
 
 from loadgen.errors import LoadgenError
 
-from . import config as cfgmod
-from .config import RampConfig, TargetConf
+from loadgen.settings import config as cfgmod
+from loadgen.settings.config import RampConfig, TargetConf
 
 log = logging.getLogger("loadgen.locust")
 

@@ -1,6 +1,6 @@
 """One process's share of a stage, on the asyncio side of the bridge.
 
-The same window semantics as ``loadgen run`` (loadgen/runner.py), by the same
+The same window semantics as ``loadgen run`` (loadgen/run/runner.py), by the same
 code where possible: ``StageState`` decides which requests belong to the steady
 window [ws, we), a ``StageAccumulator`` folds every finished record on the loop
 thread (one per loop iteration, ``RecordFolder``), and after ``we`` the load is
@@ -21,13 +21,13 @@ import itertools
 import math
 import time
 
-from loadgen.client import StreamClient
+from loadgen.client.stream import StreamClient
 from loadgen.record import RequestRecord
-from loadgen.runner import CONNECT_BACKOFF_S, RecordFolder, StageState
-from loadgen.selfcheck import CpuMeter, LoopLagMonitor
-from loadgen.stage import ClientHealth, StageAccumulator, StageResult
+from loadgen.run.runner import CONNECT_BACKOFF_S, RecordFolder, StageState
+from loadgen.stage.selfcheck import CpuMeter, LoopLagMonitor
+from loadgen.stage.result import ClientHealth, StageAccumulator, StageResult
 
-from .plan import StagePlan
+from loadgen.locust.stageplan import StagePlan
 
 _now = time.perf_counter_ns
 REPORT_BATCH_S = 0.1
@@ -65,7 +65,7 @@ class LiveStage:
         self._requests = plan.requests_iter(self.share, self.n_shares)
         tokenizer = None
         if plan.tokenizer:
-            from loadgen.tokencount import load_tokenizer
+            from loadgen.client.tokencount import load_tokenizer
 
             tokenizer = load_tokenizer(plan.tokenizer)
         local_users = max(1, math.ceil(plan.concurrency / self.n_shares))

@@ -4,7 +4,7 @@ The simulator runs pinned to one core (--server-cpu), this process drives it fro
 another (--client-cpu) with a lean keep-alive client (selfcheck.py), so what is
 measured is the simulator's own ceiling. Compare with the profile's analytic
 throughput: if sustained < expected, the simulator (or the client) was CPU-bound.
-Called as ``loadgen bench sim ...`` (loadgen.bench_cli calls main(argv)) or
+Called as ``loadgen bench sim ...`` (loadgen.cli.bench calls main(argv)) or
 ``python bench/bench_sim.py ...``.
 """
 
@@ -18,7 +18,7 @@ import sys
 from loadgen.errors import LoadgenError
 from loadgen.sim import model, profiles
 from loadgen.sim.process import SimProcess
-from loadgen.sim.selfcheck import closed_loop
+from loadgen.sim.closedloop import closed_loop
 
 ROUTES = {"chat": "/v1/chat/completions", "generate": "/generate"}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
-from loadgen.sim.plan import Finish, make_request
+from loadgen.sim.requestplan import Finish, make_request
 from loadgen.sim.profiles import Profile
 from loadgen.sim.prom import Metrics
 from loadgen.sim.scheduler import QueueFull, Scheduler, SchedulerConfig, SimRequest, now_ns

@@ -1,8 +1,8 @@
-"""Readable output text, one ``loadgen.tokens`` token per simulated token.
+"""Readable output text, one ``loadgen.workloads.tokens`` token per simulated token.
 
 Copy tasks echo the prompt's passage; everything else is sentences of words
 taken from the prompt and a small built-in vocabulary. Tokens are produced so
-that ``loadgen.tokens.count`` of any concatenation of them equals their number:
+that ``loadgen.workloads.tokens.count`` of any concatenation of them equals their number:
 no whitespace-only tokens, and a word never directly follows a word without a
 space (which would merge the two).
 """
@@ -13,7 +13,7 @@ import random
 import re
 import zlib
 
-from loadgen import tokens as tok
+from loadgen.workloads import tokens as tok
 
 _VOCAB = tuple(
     """the a of and to in is that it for on with as this be are by from at an which can will

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen import tokens
+from loadgen.workloads import tokens
 
 
 class SchemaError(Exception):
@@ -258,7 +258,7 @@ def _content(content: object) -> str:
 
 def chat_prompt(messages: list[dict]) -> str:
     """The simulator's chat template; same as loadgen.request.GenRequest.as_prompt, so a client
-    can predict prompt_tokens with loadgen.tokens.count."""
+    can predict prompt_tokens with loadgen.workloads.tokens.count."""
     parts = [f"{str(m.get('role', 'user')).capitalize()}: {_content(m.get('content'))}" for m in messages]
     return "\n".join(parts) + "\nAssistant:"
 

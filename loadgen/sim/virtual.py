@@ -103,14 +103,14 @@ def workload_mix(profile: Profile | str, workload: str, n: int = 500, seed: int 
     protocol's body, the route's parser, the context check and the request
     planner, so natural stops (without ignore_eos) get the length the
     simulator started with ``--seed sim_seed`` would give them. ``lengths`` is
-    the run's length control (a :class:`loadgen.workload.Lengths`).
+    the run's length control (a :class:`loadgen.workloads.base.Lengths`).
     """
     import itertools
 
-    from loadgen.protocols import get_protocol
-    from loadgen.sim.plan import make_request
+    from loadgen.client.protocols import get_protocol
+    from loadgen.sim.requestplan import make_request
     from loadgen.sim.validate import check_context, parse_chat, parse_completions, parse_generate
-    from loadgen.workload import Lengths, resolve
+    from loadgen.workloads.base import Lengths, resolve
 
     prof = profiles.load(profile) if isinstance(profile, str) else profile
     proto = get_protocol(protocol)

@@ -3,7 +3,7 @@
 - the probe reads the speculative settings from ``/slots`` and says speculative True / False;
 - no request is first written to a dead pooled connection (llama.cpp closes after every stream),
   so ``retries`` stays 0;
-- ``loadgen.servermetrics`` reads the server's counters, which move when a request *ends*, and
+- ``loadgen.run.servermetrics`` reads the server's counters, which move when a request *ends*, and
   agree exactly with loadgen's own per-request sums (usage, ``timings.draft_n`` /
   ``draft_n_accepted``) over the requests that ended between two scrapes.
 """
@@ -15,10 +15,10 @@ import aiohttp
 import numpy as np
 import pytest
 
-from loadgen import servermetrics as sm
-from loadgen.client import StreamClient
-from loadgen.probe import probe_sync
-from loadgen.protocols import get_protocol
+from loadgen.run import servermetrics as sm
+from loadgen.client.stream import StreamClient
+from loadgen.run.probe import probe_sync
+from loadgen.client.protocols import get_protocol
 from loadgen.request import GenRequest
 
 from .llama import SPEC_NGRAM_M

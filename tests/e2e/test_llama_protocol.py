@@ -19,12 +19,12 @@ import statistics
 
 import pytest
 
-from loadgen.client import StreamClient
-from loadgen.protocols import UNKNOWN, get_protocol
+from loadgen.client.stream import StreamClient
+from loadgen.client.protocols import UNKNOWN, get_protocol
 from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
-from loadgen.tokencount import reconcile
-from loadgen.workload import Lengths, resolve
+from loadgen.client.tokencount import reconcile
+from loadgen.workloads.base import Lengths, resolve
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ import pytest
 
 from loadgen.bench.client_bench import RequestCycle
 from loadgen.request import GenRequest
-from loadgen.runner import RunOptions, StageSpec, run_stage_processes
-from loadgen.target import Target
+from loadgen.run.runner import RunOptions, StageSpec, run_stage_processes
+from loadgen.client.target import Target
 
 from .prompts import COPY_PROMPTS
 from .runs import client_cpus

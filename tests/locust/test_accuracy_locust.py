@@ -4,7 +4,7 @@ import json
 import urllib.request
 
 from loadgen.bench.procs import schedserver
-from loadgen.bench.truth import truth_record
+from loadgen.bench.sendlog import truth_record
 from loadgen.metrics import BY_NAME
 
 from helpers import results, run_locust

@@ -11,7 +11,7 @@ def test_bridge_runs_asyncio_in_a_real_thread_and_wakes_greenlets():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert out["loop"] == "stamping"  # the default: one poll-return clock per wake-up (loadgen/loops.py)
+    assert out["loop"] == "stamping"  # the default: one poll-return clock per wake-up (loadgen/client/loops.py)
     assert out["loop_thread"] != out["main_thread"]  # a real OS thread, not a greenlet
     assert out["error"] == "from the loop"
     assert out["values_ok"] and out["concurrent_s"] < 1.5  # 300 × 0.3 s naps ran concurrently

@@ -5,9 +5,9 @@ import socket
 import pytest
 
 from loadgen.errors import LoadgenError
-from loadgen.locust import config as cfgmod
+from loadgen.settings import config as cfgmod
 from loadgen.locust.conductor import build_plans
-from loadgen.locust.plan import StagePlan
+from loadgen.locust.stageplan import StagePlan
 
 
 def parse(text: str):

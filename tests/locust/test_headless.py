@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from loadgen.stage import StageAccumulator, StageResult
+from loadgen.stage.result import StageAccumulator, StageResult
 
 from helpers import FAST, results, run_locust
 

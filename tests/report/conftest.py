@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.report import render
+from loadgen.report.html import render
 from tests.report.synth import run_doc, write_run
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from loadgen.record import RequestRecord
-from loadgen.stage import ClientHealth, StageAccumulator
+from loadgen.stage.result import ClientHealth, StageAccumulator
 
 WINDOW_NS = 2_000_000_000
 BIN_NS = 100_000_000

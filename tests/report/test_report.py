@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
-from loadgen import plots
+from loadgen.report import charts as plots
 from loadgen.histograms import Hist
-from loadgen.report import analysis, mean_interval, percentile_curve, render, sglang_hint, slices, usable
+from loadgen.report.html import analysis, mean_interval, percentile_curve, render, sglang_hint, slices, usable
 from tests.report.synth import CROSS_C, run_doc, stage, write_run
 
 
@@ -64,12 +64,12 @@ def test_page_says_the_crossover_and_flags(rendered):
 
 
 def test_stale_truncated_or_foreign_analysis_is_recomputed(synth_dir, monkeypatch):
-    import loadgen.compare
+    import loadgen.analysis.compare
 
     path = synth_dir / "crossover.json"
     good = orjson.loads(path.read_bytes())
     calls = []
-    monkeypatch.setattr(loadgen.compare, "analyze_run", lambda doc, **kw: calls.append(kw) or good)
+    monkeypatch.setattr(loadgen.analysis.compare, "analyze_run", lambda doc, **kw: calls.append(kw) or good)
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
     assert analysis(synth_dir, doc) == good and calls == []  # up to date: reused
     old = time.time() - 60

@@ -6,10 +6,10 @@ from html import unescape
 import orjson
 import pytest
 
-from loadgen.compare import analyze_run
-from loadgen.crossover_cli import crossover_tables
-from loadgen.report import render
-from loadgen.report_cli import summary_text
+from loadgen.analysis.compare import analyze_run
+from loadgen.cli.crossover import crossover_tables
+from loadgen.report.html import render
+from loadgen.cli.report import summary_text
 from tests.report.synth import CLIENT_ADVICE, cut_run_doc, run_doc, write_run
 
 

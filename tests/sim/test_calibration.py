@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 from loadgen.sim.process import SimProcess
-from loadgen.sim.selfcheck import closed_loop
+from loadgen.sim.closedloop import closed_loop
 
 TABLE = {1: (86.8, 92.7), 2: (145.5, 157.7), 5: (279.0, 290.8), 10: (428.0, 453.2),
          30: (759.3, 689.4), 70: (768.6, 752.8), 100: (775.0, 773.1), 250: (754.4, 718.1)}  # fmt: skip

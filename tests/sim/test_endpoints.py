@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from loadgen import tokens
+from loadgen.workloads import tokens
 from loadgen.sim.validate import chat_prompt
 from tests.sim.helpers import call, get
 

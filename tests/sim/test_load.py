@@ -9,8 +9,8 @@ import time
 import aiohttp
 import orjson
 
-from loadgen import tokens
-from loadgen.sim.selfcheck import conversational_prompts
+from loadgen.workloads import tokens
+from loadgen.sim.closedloop import conversational_prompts
 from tests.sim.helpers import request
 
 
@@ -84,7 +84,7 @@ def test_250_streams_baseline_all_run(baseline_sim):
 
 def test_adaptive_speculation_turns_off_at_large_batch():
     from loadgen.sim.process import SimProcess
-    from loadgen.sim.selfcheck import closed_loop
+    from loadgen.sim.closedloop import closed_loop
 
     args = ["--speculative-adaptive", "--max-running-requests", "100"]
     with SimProcess(mode="spec", time_scale=25, extra_args=args) as sim:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from loadgen import tokens
+from loadgen.workloads import tokens
 from loadgen.errors import LoadgenError
 from loadgen.sim import calibrate, model, profiles
 from loadgen.sim.acceptance import classify, predictability

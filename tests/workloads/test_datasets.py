@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.datasets import load_jsonl, load_sharegpt
+from loadgen.workloads.files import load_jsonl, load_sharegpt
 from loadgen.errors import LoadgenError
-from loadgen.workload import Lengths, prompt_tokens, resolve
+from loadgen.workloads.base import Lengths, prompt_tokens, resolve
 
 
 def write(path: Path, *lines: str) -> Path:

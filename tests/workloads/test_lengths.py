@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen import tokens
+from loadgen.workloads import tokens
 from loadgen.errors import LoadgenError
-from loadgen.workload import (
+from loadgen.workloads.base import (
     BuiltinTokenizer,
     ChatParts,
     Length,

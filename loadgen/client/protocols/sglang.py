@@ -1,0 +1,57 @@
+"""SGLang's native ``POST /generate`` (protocol notes §1).
+
+Tokens per event = Δ ``meta_info.completion_tokens``, which is cumulative in both
+the default (cumulative text) and ``--incremental-streaming-output`` modes, so
+neither mode needs the text to be diffed.
+"""
+
+from __future__ import annotations
+
+from loadgen.client.protocols.base import UNKNOWN, Protocol, StreamState, event_object, spec_fields
+from loadgen.request import GenRequest
+
+
+class SGLangGenerate(Protocol):
+    name = "sglang"
+    path = "/generate"
+
+    def build(self, req: GenRequest, rid: str) -> dict:
+        params = {
+            "max_new_tokens": req.max_tokens,
+            "temperature": req.temperature,
+            "top_p": req.top_p,
+        }
+        if req.ignore_eos:
+            params["ignore_eos"] = True
+        if req.seed is not None:
+            params["sampling_seed"] = req.seed
+        params.update(req.extra)
+        return {"text": req.as_prompt(), "sampling_params": params, "stream": True, "rid": rid}
+
+    def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
+        obj = event_object(state, data)
+        if obj is None:
+            return 0
+        meta = obj.get("meta_info") or {}
+        if state.server_id is None and meta.get("id") is not None:
+            state.server_id = str(meta["id"])
+        if meta.get("prompt_tokens") is not None:
+            state.prompt_tokens = int(meta["prompt_tokens"])
+        ct = meta.get("completion_tokens")
+        if ct is not None:
+            tokens = int(ct) - state.completion_tokens
+            state.completion_tokens = int(ct)
+        else:
+            tokens = UNKNOWN if (obj.get("text") or obj.get("output_ids")) else 0
+        finish = meta.get("finish_reason")
+        if finish is not None:
+            kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+            state.finish_reason = kind
+            if ct is not None:
+                state.final_completion_tokens = int(ct)
+            if kind == "abort":
+                status = finish.get("status_code") if isinstance(finish, dict) else None
+                message = finish.get("message", "aborted") if isinstance(finish, dict) else "aborted"
+                state.fail("server_abort", f"{message} (status {status})" if status else message)
+            spec_fields(state, meta)
+        return tokens

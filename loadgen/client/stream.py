@@ -1,0 +1,333 @@
+"""The streaming HTTP client: one aiohttp session, one record per request.
+
+Timing (docs/metrics.md §How chunks are timed): a chunk is stamped with the time
+its bytes were received from the socket, not the time our code got round to
+parsing it. aiohttp's per-connection protocol object is swapped for a subclass
+whose ``data_received`` reads the clock before aiohttp parses anything, so when
+many streams receive in the same event-loop wake-up (a decode step of a batching
+server), each is stamped on arrival instead of after the others' parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.payload import BytesPayload
+
+from loadgen.client.protocols import UNKNOWN, Protocol, StreamState
+from loadgen.record import RequestRecord
+from loadgen.request import GenRequest
+from loadgen.client.sse import SSEParser
+from loadgen.client.tokencount import Tokenizer, reconcile
+
+_now = time.perf_counter_ns
+
+
+class _StampingHandler(ResponseHandler):
+    """aiohttp's response protocol, plus the receive time of every socket read."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, closes_after=None) -> None:
+        super().__init__(loop)
+        self.rx_marks: list[int] = []
+        self._closes_after = closes_after
+        """headers -> bool: the server will close this connection after this response (StreamClient)."""
+        # On a loop that notes when each poll returned (loadgen.client.loops), that instant is the
+        # stamp: every socket found readable by one poll gets the same one, whatever its
+        # place in the burst. Elsewhere the clock is read here, before aiohttp parses.
+        selector = getattr(loop, "_selector", None)
+        self._clock = (lambda: selector.wake_ns) if hasattr(selector, "wake_ns") else _now
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        # Best of all, the kernel's receive time of the bytes (loadgen.client.loops' default loop).
+        if getattr(transport, "_kernel_stamps", False):
+            poll_clock = self._clock
+            self._clock = lambda: transport.rx_ns or poll_clock()
+
+    def data_received(self, data: bytes) -> None:
+        if data:  # aiohttp calls it with b"" to resume its own parsing: no bytes arrived then
+            self.rx_marks.append(self._clock())
+        super().data_received(data)
+
+    def feed_data(self, data, size: int = 0) -> None:
+        # aiohttp hands each parsed response head here, (message, payload), before anything can
+        # release the connection: a short stream that arrived whole is at its end already and
+        # goes back to the pool the moment the response object starts. Marked here, it is
+        # closed instead.
+        if self._closes_after is not None and isinstance(data, tuple) and data:
+            headers = getattr(data[0], "headers", None)
+            if headers is not None and self._closes_after(headers):
+                self.force_close()
+        super().feed_data(data, size)
+
+
+class _StampedBody(BytesPayload):
+    """A JSON body that notes when its last byte was handed to the socket.
+
+    TTFT starts there: the time a request waits in our own loop before it is
+    written (dozens of ms when 250 users start at once) is the client's, not the
+    server's, and is reported separately as send lag.
+    """
+
+    sent_ns = 0
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data, content_type="application/json")
+
+    async def write_with_length(self, writer, content_length) -> None:
+        await super().write_with_length(writer, content_length)
+        self.sent_ns = _now()
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 10.0
+    read_s: float = 120.0
+    """Longest silence on an open stream (or before the headers) before it counts as stalled."""
+
+
+class StreamClient:
+    """Streams requests to one target over one pooled session."""
+
+    def __init__(
+        self,
+        base_url: str,
+        protocol: Protocol,
+        *,
+        target: str = "target",
+        concurrency: int = 1,
+        timeouts: Timeouts = Timeouts(),
+        headers: dict | None = None,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + protocol.path
+        self.protocol = protocol
+        self.target = target
+        self.concurrency = concurrency
+        self.timeouts = timeouts
+        self.headers = dict(headers or {})
+        self.tokenizer = tokenizer
+        self.tokens_seen = 0
+        """Tokens received so far (events of unknown count as one each), for progress display."""
+        self.inflight: dict[str, RequestRecord] = {}
+        """rid → record of every request being streamed: a stage cut short folds their chunks so far."""
+        self._session: aiohttp.ClientSession | None = None
+        self.close_after_stream = False
+        """Set once a server was seen to close connections after a stream (its headers, or a
+        pooled connection found dead): from then on every finished stream's connection is
+        closed here instead of pooled, so no request is first written to a dead socket."""
+        self.stale_resends = 0
+        """Requests sent again because a pooled connection turned out closed (also in each record's retries)."""
+
+    async def __aenter__(self) -> "StreamClient":
+        loop = asyncio.get_running_loop()
+        connector = aiohttp.TCPConnector(
+            # Below the 5 s idle keep-alive of uvicorn (SGLang, vLLM) and llama.cpp: a pooled
+            # connection the server already closed would fail the next request's write.
+            limit=self.concurrency + 8, limit_per_host=0, keepalive_timeout=3.0, enable_cleanup_closed=True
+        )
+        # Private hook, checked by tests/test_client.py: the factory aiohttp uses for new connections.
+        connector._factory = lambda: _StampingHandler(loop, self._closes_after)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=None, sock_connect=self.timeouts.connect_s, sock_read=self.timeouts.read_s
+            ),
+            # Stamps must not include decompression; servers stream SSE uncompressed anyway.
+            auto_decompress=False,
+            read_bufsize=1 << 20,
+        )
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _closes_after(self, headers) -> bool:
+        """Whether to close (not pool) the connection of a response with these headers.
+
+        Only streams: llama.cpp keeps connections after JSON answers (``warm``'s GETs). A server
+        seen to close after a stream, by its headers (``Protocol.closes_after_stream``) or by a
+        pooled connection found dead (``_send``), gets every later stream's connection closed
+        here; the next request then pays a connect, which it paid after the failed send anyway.
+        Measured on the CPU llama-server (60 requests a run, 3 runs): start to request written,
+        p50, 0.77-0.82 -> 0.62-0.70 ms at C=1 and 0.72-1.02 -> 0.60-0.77 ms at C=4; TTFT, which
+        starts when the request is written, within the server's run-to-run noise.
+        """
+        if "text/event-stream" not in headers.get("Content-Type", ""):
+            return False
+        if self.close_after_stream or self.protocol.closes_after_stream(headers):
+            self.close_after_stream = True
+            return True
+        return False
+
+    async def warm(self, n: int, path: str = "/v1/models") -> None:
+        """Open up to ``n`` pooled connections before measuring (best effort)."""
+
+        async def one() -> None:
+            try:
+                async with self._session.get(self.base_url + path) as resp:
+                    await resp.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                pass
+
+        await asyncio.gather(*(one() for _ in range(n)))
+
+    async def stream(self, req: GenRequest, rid: str, start_ns: int | None = None) -> RequestRecord:
+        """Send one request and read its stream to the end; never raises for server faults.
+
+        ``start_ns`` lets the runner stamp the start itself, so its choice of
+        window for the request and the record's TTFT use the same instant.
+        """
+        payload = orjson.dumps(self.protocol.build(req, rid))
+        state = StreamState()
+        texts: list[str] | None = [] if self.tokenizer is not None else None
+        rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now())
+        self.inflight[rid] = rec
+        try:
+            resp_cm, body = await self._send(payload, rec)
+            async with resp_cm as resp:
+                rec.sent_ns = body.sent_ns or rec.start_ns
+                marks = resp.connection.protocol.rx_marks if resp.connection else []
+                # Headers may share a socket read with the first events; that read's stamp
+                # then belongs to them. Anything older is the previous request's tail.
+                last_mark = marks[-1] if marks else _now()
+                marks.clear()
+                if resp.status != 200:
+                    text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                    rec.fail(f"http_{resp.status}", _error_message(text) or resp.reason or "")
+                    return rec
+                ctype = resp.headers.get("Content-Type", "")
+                if "text/event-stream" not in ctype:
+                    text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                    rec.fail("not_sse", f"expected text/event-stream, got {ctype or 'no content type'}: {text[:200]}")
+                    return rec
+                await self._read_stream(resp, rec, state, texts, marks, last_mark)
+        except asyncio.CancelledError:
+            rec.fail("cancelled", "request cancelled by the runner")
+            rec.end_ns = _now()
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            rec.fail("timeout", f"no data for {self.timeouts.read_s:g} s (read timeout)")
+        except aiohttp.ClientConnectorError as exc:
+            rec.fail("connect", f"cannot connect to {self.url}: {exc.os_error or exc}")
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+            rec.fail("disconnected", f"server closed the stream: {exc}")
+        except aiohttp.ClientError as exc:
+            rec.fail("http_error", f"{type(exc).__name__}: {exc}")
+        except orjson.JSONDecodeError as exc:
+            rec.fail("bad_event", f"event is not JSON: {exc}")
+        except OSError as exc:
+            rec.fail("os_error", str(exc))
+        finally:
+            self.inflight.pop(rid, None)
+            if not rec.end_ns:
+                rec.end_ns = _now()
+        self._finish(rec, state, texts)
+        return rec
+
+    async def _send(self, payload: bytes, rec: RequestRecord):
+        """POST, sending again if a pooled connection turns out closed before any response.
+
+        Servers close keep-alive connections on their own schedule; a request sent
+        on such a socket fails before the server answered anything, so it is sent
+        again. Only a failure on a fresh connection counts; retries are counted in
+        the stage results. A server that closes after every stream (llama.cpp,
+        recognised by ``Protocol.closes_after_stream``) never gets here: its
+        connections are closed when their stream ends. Any other server that is
+        found to have closed a pooled connection costs one retry, and from then on
+        this client closes connections after each stream too.
+        """
+        # Each failed attempt discards one dead pooled connection; when several streams end in one
+        # decode step the server closes several at once, so allow one attempt per pooled connection.
+        attempts = 1 + min(self.concurrency, 16)
+        for attempt in range(1, attempts + 1):
+            body = _StampedBody(payload)
+            try:
+                resp = await self._session.post(self.url, data=body, headers=self.headers)
+                return resp, body
+            except aiohttp.ClientConnectorError:
+                raise  # nothing listens: not a stale connection
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if attempt == attempts:
+                    raise
+                rec.retries += 1
+                self.stale_resends += 1
+                self.close_after_stream = True
+
+    async def _read_stream(self, resp, rec, state, texts, marks, last_mark) -> None:
+        parser = SSEParser()
+        on_event = self.protocol.on_event
+        chunk_ns = rec.chunk_ns
+        chunk_tokens = rec.chunk_tokens
+        content = resp.content
+        while True:
+            data = await content.readany()
+            if not data:
+                break
+            if marks:
+                stamp = marks[0]
+                if len(marks) > 1:
+                    rec.coalesced_reads += 1
+                marks.clear()
+            else:
+                stamp = last_mark
+            for ev in parser.feed(data):
+                n = on_event(state, ev.data, texts)
+                if n:
+                    chunk_ns.append(stamp)
+                    chunk_tokens.append(n if n > 0 else UNKNOWN)
+                    # an event whose count comes only with the final usage (llama.cpp: one token an event)
+                    # counts as one here: the progress line showed 0 tok/s on a 500 tok/s server
+                    self.tokens_seen += n if n > 0 else 1
+        rec.end_ns = _now()
+        for ev in parser.close():
+            n = on_event(state, ev.data, texts)
+            if n:
+                chunk_ns.append(rec.end_ns)
+                chunk_tokens.append(n if n > 0 else UNKNOWN)
+        if not state.done and state.finish_reason is None and state.error_class is None:
+            state.fail("truncated", "stream ended without a finish reason or [DONE]")
+
+    def _finish(self, rec: RequestRecord, state: StreamState, texts: list[str] | None) -> None:
+        if state.error_class is not None:
+            rec.fail(state.error_class, state.error_message or "")
+        rec.prompt_tokens = state.prompt_tokens
+        final = state.final_completion_tokens
+        if final is None and state.completion_tokens and state.extra.get("continuous", True):
+            final = state.completion_tokens
+        rec.output_tokens = final
+        rec.finish_reason = state.finish_reason
+        rec.server_id = state.server_id
+        rec.verify_ct = state.verify_ct
+        rec.accept_length = state.accept_length
+        rec.accepted_drafts = state.accepted_drafts
+        rec.proposed_drafts = state.proposed_drafts
+        if rec.accept_length is None and state.verify_ct and final:
+            rec.accept_length = final / state.verify_ct
+        reconcile(rec, final, texts or [], self.tokenizer)
+        if rec.output_tokens is None and rec.chunk_tokens:
+            rec.output_tokens = sum(rec.chunk_tokens)
+
+
+def _error_message(body: str) -> str:
+    """The message of an error body, whatever its shape (flat, nested, plain text)."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.strip().splitlines()[0][:300] if body.strip() else ""
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            return str(err.get("message") or err)[:300]
+        if "message" in obj:
+            return str(obj["message"])[:300]
+        return str(err)[:300]
+    return str(obj)[:300]

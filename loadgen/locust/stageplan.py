@@ -1,0 +1,87 @@
+"""A stage of the two-target ramp, as plain data: what the conductor sends to each load process.
+
+Everything a process needs to run its share of a stage travels in the plan
+(target URL and protocol, workload, lengths, SLOs, timeouts), so a worker on
+another machine needs no config file of its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+from loadgen.client.stream import Timeouts
+from loadgen.request import GenRequest
+from loadgen.stage.result import Slo
+from loadgen.client.target import Target
+
+
+@dataclass
+class StagePlan:
+    index: int
+    """Position in the run (A@1 is 0, B@1 is 1, A@2 is 2, ...): the results' ``stage_index``."""
+    step: int
+    """Position in the ladder: both targets' stages at one concurrency share it (and the prompt seed)."""
+    target: dict
+    concurrency: int
+    warmup_s: float = 5.0
+    spawn_s: float = 0.0
+    """Locust spawns the stage's users within this long; they all start together after it (as the runner's)."""
+    duration_s: float | None = 30.0
+    requests: int | None = None
+    bin_s: float | None = None
+    max_cooldown_s: float = 600.0
+    seed: int = 0
+    workload: str = "chat"
+    prompt_tokens: str | None = None
+    max_tokens: str | None = None
+    ignore_eos: bool = False
+    tokenizer: str | None = None
+    slo: dict = field(default_factory=dict)
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 120.0
+    loop: str = "auto"
+    run_id: str = ""
+    start_at_ns: int | None = None
+    """Absolute CLOCK_MONOTONIC start for processes on the conductor's host (one shared window)."""
+    host: str = ""
+    """The conductor's host name: start_at_ns and cpus only apply to processes on the same host."""
+    cpus: list | None = None
+    """CPUs for load processes on the conductor's host (the embedded simulators have the others)."""
+    shares: dict = field(default_factory=dict)
+    """Worker client id → share index; each process takes every n-th request of the sequence."""
+
+    @property
+    def label(self) -> str:
+        return self.target["label"]
+
+    @property
+    def key(self) -> str:
+        return f"{self.run_id}:{self.index}"
+
+    def to_msg(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_msg(cls, d: dict) -> "StagePlan":
+        return cls(**d)
+
+    def make_target(self) -> Target:
+        t = self.target
+        return Target(t["label"], t["url"], t.get("protocol", "sglang"), t.get("model", "default"),
+                      dict(t.get("headers") or {}), bool(t.get("spec_details", False)))
+
+    def make_slo(self) -> Slo:
+        return Slo(**self.slo)
+
+    def make_timeouts(self) -> Timeouts:
+        return Timeouts(connect_s=self.connect_timeout_s, read_s=self.read_timeout_s)
+
+    def requests_iter(self, share: int = 0, n_shares: int = 1) -> Iterator[GenRequest]:
+        """The stage's request sequence (seed + ladder step), this process's every n-th element."""
+        from loadgen.workloads.base import Lengths, resolve
+
+        lengths = Lengths.parse(self.prompt_tokens, self.max_tokens, self.tokenizer, self.ignore_eos)
+        it = resolve(self.workload, lengths).requests(self.seed + self.step)
+        return it if n_shares <= 1 else itertools.islice(it, share, None, n_shares)

@@ -1,0 +1,5 @@
+"""Reports: an analysed run becomes something to read.
+
+In: a run's stages and its analysis. Out: the HTML report (``html``), its charts as SVG and
+PNG (``charts``), and the plain-text stage table printed at the terminal (``table``).
+"""

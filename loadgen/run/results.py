@@ -1,0 +1,133 @@
+"""Result files, written as each stage ends so an interrupted run keeps what it measured.
+
+``FILE.json`` (schema ``loadgen.run/1``, docs/metrics.md §Result schema):
+``{"schema", "run": {...}, "stages": [stage, ...]}`` — rewritten atomically after
+every stage, so it is valid JSON at any moment. Beside it, ``FILE.csv`` (one
+row per stage, target and workload) and ``FILE.hlog`` (every stage's
+histograms in HdrHistogram's interval-log format, one tagged line each).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+from pathlib import Path
+
+import orjson
+
+from loadgen import __version__
+from loadgen.errors import LoadgenError
+from loadgen.histograms import Hist
+from loadgen.metrics import BY_NAME
+from loadgen.stage.result import StageResult
+
+RUN_SCHEMA = "loadgen.run/1"
+CSV_METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
+CSV_COLUMNS = (
+    ["target", "workload", "concurrency", "stage_index", "window_s", "started", "completed", "failed",
+     "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "token_counts"]
+    + [f"{m}_{p}_ms" for m in CSV_METRICS for p in ("p50", "p90", "p99")]
+    + ["tokens_per_chunk_mean", "accept_length_mean", "client_bound"]
+)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ResultsWriter:
+    def __init__(self, path: str | Path, run_meta: dict) -> None:
+        self.path = Path(path)
+        if self.path.suffix != ".json":
+            self.path = self.path.with_suffix(".json")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LoadgenError(f"cannot create results folder {self.path.parent}: {exc.strerror}") from None
+        self.run = {"loadgen_version": __version__, "started_unix": time.time(), **run_meta}
+        self._t0_ns = time.perf_counter_ns()  # hlog timestamps are seconds since this
+        self.stages: list[dict] = []
+        self._flush()
+        self.hlog_path = self.path.with_suffix(".hlog")
+        with open(self.hlog_path, "w") as f:
+            f.write(f"#[loadgen {__version__} histogram log; values in microseconds, max in ms]\n")
+            f.write("#[StartTime: %.3f]\n" % self.run["started_unix"])
+            f.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+
+    def add_stage(self, res: StageResult) -> dict:
+        d = res.to_dict()
+        self.stages.append(d)
+        self._flush()
+        self._append_hlog(d)
+        return d
+
+    def finish(self, **extra) -> None:
+        self.run.update(extra)
+        self.run["finished_unix"] = time.time()
+        self._flush()
+
+    def flush(self) -> None:
+        """Write run.json again (after ``run`` changed between stages)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        doc = {"schema": RUN_SCHEMA, "run": self.run, "stages": self.stages}
+        _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        _atomic_write(self.path.with_suffix(".csv"), csv_text(self.stages).encode())
+
+    def _append_hlog(self, d: dict) -> None:
+        start = (d["window"]["start_ns"] - self._t0_ns) / 1e9
+        length = d["window"]["duration_s"]
+        lines = []
+        for name, text in d.get("histograms", {}).items():
+            m = BY_NAME[name]
+            h = Hist.decode(text, m.scale, m.unit)
+            if not h.count:
+                continue
+            tag = f"{d['target']}/c{d['concurrency']}/s{d['stage_index']}/{name}"
+            lines.append(f"Tag={tag},{start:.3f},{length:.3f},{h.h.get_max_value() / 1000:.3f},{text}\n")
+        with open(self.hlog_path, "a") as f:
+            f.writelines(lines)
+
+
+def csv_text(stages: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for d in stages:
+        rows = [("all", d)] + sorted(d.get("workloads", {}).items())
+        if len(rows) == 2:  # one workload: its row equals the total
+            rows = [(rows[1][0], d)]
+        for wl, m in rows:
+            req = m["requests"]
+            row = [d["target"], wl, d["concurrency"], d["stage_index"], d["window"]["duration_s"], req["started"],
+                   req["completed"], req["failed"], m["output_tokens_per_s"], m["requests_per_s"],
+                   m["goodput_requests_per_s"], m["token_counts"]]
+            for metric in CSV_METRICS:
+                s = m.get(metric, {})
+                row += [s.get("p50", ""), s.get("p90", ""), s.get("p99", "")]
+            row += [m["tokens_per_chunk"].get("mean", ""), m["accept_length"].get("mean", ""),
+                    d["client"]["client_bound"]]
+            w.writerow(row)
+    return buf.getvalue()
+
+
+def load(path: str | Path) -> dict:
+    """A results file, checked enough to say what is wrong in one line."""
+    p = Path(path)
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except FileNotFoundError:
+        raise LoadgenError(f"results file not found: {p}") from None
+    except orjson.JSONDecodeError as exc:
+        raise LoadgenError(f"{p}: not valid JSON (truncated?): {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
+        raise LoadgenError(f"{p}: not a loadgen results file (schema {RUN_SCHEMA} expected)")
+    return doc

@@ -1,0 +1,429 @@
+"""The ramp's TOML config: stages, targets, workload, SLOs, output — checked before any load.
+
+Given with Locust's own ``--config FILE.toml`` (Locust reads its ``[tool.locust]``
+table from the same file; loadgen reads the rest). Every mistake is one line
+naming the file and the key (``example.toml: run.ladder: ...``). See
+scenarios/example.toml for every key with its default.
+
+    [run]        ladder, warmup, duration | requests, seed, workload, prompt_tokens,
+                 max_tokens, ignore_eos, tokenizer, out, bin, max_cooldown,
+                 connect_timeout, read_timeout, loop, keep_parts
+    [slo]        ttft_ms, tpot_ms, itl_ms, e2e_ms
+    [targets.X]  url, protocol, model, headers, spec_details   (stages alternate in file order)
+                 start, health, stop_signal, startup_timeout (loadgen crossover: a command
+                 that starts the server, run one target at a time)
+    [simulator]  profile, time_scale, seed, modes, pin         (used when no [targets] is given)
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from loadgen.errors import LoadgenError
+from loadgen.client.loops import LOOPS
+from loadgen.settings.parse import duration as parse_duration
+from loadgen.client.protocols import PROTOCOLS
+
+DEFAULT_LADDER = (1, 2, 5, 10, 30, 70, 100, 250)
+
+
+@dataclass
+class TargetConf:
+    label: str
+    url: str
+    protocol: str = "sglang"
+    model: str = "default"
+    headers: dict = field(default_factory=dict)
+    spec_details: bool = False
+    start: str | None = None
+    """Command that starts this server (``loadgen crossover`` runs one target at a time)."""
+    health: str = "/health"
+    stop_signal: str = "SIGINT"
+    startup_timeout_s: float = 900.0
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "url": self.url, "protocol": self.protocol, "model": self.model,
+                "headers": dict(self.headers), "spec_details": self.spec_details}
+
+
+@dataclass
+class SimConf:
+    profile: str = "pcie-8gpu-eagle3"
+    time_scale: float = 1.0
+    seed: int = 0
+    modes: tuple[str, ...] = ("baseline", "spec")
+    pin: bool = True
+    """Pin the simulators to the first CPU and Locust to the others (2+ CPUs)."""
+
+
+@dataclass
+class RampConfig:
+    ladder: tuple[int, ...] = DEFAULT_LADDER
+    warmup_s: float = 5.0
+    duration_s: float | None = 30.0
+    requests: int | None = None
+    seed: int = 0
+    workload: str = "chat"
+    prompt_tokens: str | None = None
+    max_tokens: str | None = None
+    ignore_eos: bool = False
+    tokenizer: str | None = None
+    out: str = "results/ramp"
+    bin_s: float | None = None
+    max_cooldown_s: float = 600.0
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 120.0
+    loop: str = "auto"
+    keep_parts: bool = False
+    """Also write each load process's own stage results (OUT/parts/), before merging."""
+    url: str | None = None
+    """One port for every target that names none: servers started in turn by their ``start`` commands."""
+    max_stage_s: float | None = None
+    max_run_s: float | None = None
+    """Time budgets (``loadgen crossover``): per stage, and for the whole run."""
+    slo: dict = field(default_factory=dict)
+    targets: list[TargetConf] = field(default_factory=list)
+    """Empty: start the embedded simulator once per ``simulator.modes``."""
+    simulator: SimConf = field(default_factory=SimConf)
+    source: str = "defaults"
+
+    @property
+    def uses_simulator(self) -> bool:
+        return not self.targets
+
+
+# --------------------------------------------------------------------------- checking values
+
+
+class _Checker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, msg: str) -> LoadgenError:
+        return LoadgenError(f"{self.source}: {key}: {msg}" if self.source else f"{key}: {msg}")
+
+    @staticmethod
+    def _kind(v: Any) -> str:
+        return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+                dict: "a table"}.get(type(v), type(v).__name__)
+
+    def string(self, key: str, v: Any) -> str:
+        if not isinstance(v, str):
+            raise self.fail(key, f"expected a string, got {self._kind(v)} ({v!r})")
+        return v
+
+    def boolean(self, key: str, v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise self.fail(key, f"expected true or false, got {self._kind(v)} ({v!r})")
+        return v
+
+    def integer(self, key: str, v: Any, lo: int | None = None) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(key, f"expected a whole number, got {self._kind(v)} ({v!r})")
+        if lo is not None and v < lo:
+            raise self.fail(key, f"must be >= {lo}, got {v}")
+        return v
+
+    def number(self, key: str, v: Any, positive: bool = True) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(key, f"expected a number, got {self._kind(v)} ({v!r})")
+        if positive and not v > 0:
+            raise self.fail(key, f"must be > 0, got {v}")
+        return float(v)
+
+    def seconds(self, key: str, v: Any, allow_zero: bool = False) -> float:
+        if isinstance(v, bool):
+            raise self.fail(key, f"expected a duration (e.g. 30 or \"30s\"), got a boolean ({v!r})")
+        if isinstance(v, (int, float)):
+            s = float(v)
+        elif isinstance(v, str):
+            try:
+                s = parse_duration(v, key)
+            except LoadgenError:
+                raise self.fail(key, f"{v!r} is not a duration (e.g. 30, \"30s\", \"2m\", \"500ms\")") from None
+        else:
+            raise self.fail(key, f"expected a duration (e.g. 30 or \"30s\"), got {self._kind(v)} ({v!r})")
+        if s < 0 or (s == 0 and not allow_zero):
+            raise self.fail(key, f"must be {'>= 0' if allow_zero else '> 0'}, got {v!r}")
+        return s
+
+    def ladder(self, key: str, v: Any) -> tuple[int, ...]:
+        if isinstance(v, str):
+            try:
+                v = [int(x) for x in v.split(",") if x.strip()]
+            except ValueError:
+                raise self.fail(key, f"{v!r} is not a list of whole numbers") from None
+        if not isinstance(v, list):
+            raise self.fail(key, f"expected a list of concurrencies like [1, 2, 5], got {self._kind(v)} ({v!r})")
+        if not v:
+            raise self.fail(key, "the list of concurrencies is empty")
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise self.fail(key, f"expected whole numbers, got {self._kind(x)} ({x!r})")
+            if x < 1:
+                raise self.fail(key, f"concurrencies must be >= 1, got {x}")
+        for a, b in zip(v, v[1:]):
+            if b <= a:
+                raise self.fail(key, f"concurrencies must increase, got {b} after {a}")
+        return tuple(v)
+
+    def length(self, key: str, v: Any) -> str:
+        from loadgen.workloads.base import Length
+
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise self.fail(key, f"expected a token count or 'normal:MEAN,STD' / 'uniform:LO,HI', got {self._kind(v)}")
+        try:
+            Length.parse(v, key)
+        except LoadgenError as exc:
+            raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
+        return str(v)
+
+    def table(self, key: str, v: Any) -> dict:
+        if not isinstance(v, dict):
+            raise self.fail(key, f"expected a table, got {self._kind(v)} ({v!r})")
+        return v
+
+    def known(self, key: str, table: dict, allowed: tuple[str, ...]) -> None:
+        for k in table:
+            if k not in allowed:
+                where = f"{key}.{k}" if key else k
+                raise self.fail(where, f"unknown key (known{' in [' + key + ']' if key else ''}: {', '.join(allowed)})")
+
+
+RUN_KEYS = ("ladder", "warmup", "duration", "requests", "seed", "workload", "prompt_tokens", "max_tokens",
+            "ignore_eos", "tokenizer", "out", "bin", "max_cooldown", "connect_timeout", "read_timeout", "loop",
+            "keep_parts", "url", "max_stage_time", "max_run_time")
+SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
+               "startup_timeout")
+SIM_KEYS = ("profile", "time_scale", "seed", "modes", "pin")
+TOP_KEYS = ("run", "slo", "targets", "simulator", "tool")
+
+
+def _url(c: "_Checker", key: str, value) -> str:
+    url = c.string(key, value)
+    p = urlparse(url)
+    if p.scheme not in ("http", "https") or not p.netloc:
+        raise c.fail(key, f"{url!r} is not an http(s) URL")
+    return url.rstrip("/")
+
+
+def parse(doc: dict, source: str = "config") -> RampConfig:
+    """A parsed TOML document → RampConfig, or LoadgenError naming the key."""
+    c = _Checker(source)
+    cfg = RampConfig(source=source)
+    c.known("", doc, TOP_KEYS)
+    run = c.table("run", doc.get("run", {}))
+    c.known("run", run, RUN_KEYS)
+    if "ladder" in run:
+        cfg.ladder = c.ladder("run.ladder", run["ladder"])
+    if "warmup" in run:
+        cfg.warmup_s = c.seconds("run.warmup", run["warmup"], allow_zero=True)
+    if "duration" in run:
+        cfg.duration_s = c.seconds("run.duration", run["duration"])
+    if "requests" in run:
+        cfg.requests = c.integer("run.requests", run["requests"], lo=1)
+        if "duration" not in run:
+            cfg.duration_s = None
+    if "seed" in run:
+        cfg.seed = c.integer("run.seed", run["seed"])
+    if "workload" in run:
+        cfg.workload = c.string("run.workload", run["workload"]).strip()
+        if not cfg.workload:
+            raise c.fail("run.workload", "is empty")
+    for key in ("prompt_tokens", "max_tokens"):
+        if key in run:
+            setattr(cfg, key, c.length(f"run.{key}", run[key]))
+    if "ignore_eos" in run:
+        cfg.ignore_eos = c.boolean("run.ignore_eos", run["ignore_eos"])
+    if "tokenizer" in run:
+        cfg.tokenizer = c.string("run.tokenizer", run["tokenizer"])
+    if "out" in run:
+        cfg.out = c.string("run.out", run["out"])
+        if not cfg.out.strip():
+            raise c.fail("run.out", "is empty")
+    if "bin" in run:
+        cfg.bin_s = c.seconds("run.bin", run["bin"])
+    if "max_cooldown" in run:
+        cfg.max_cooldown_s = c.seconds("run.max_cooldown", run["max_cooldown"])
+    if "connect_timeout" in run:
+        cfg.connect_timeout_s = c.seconds("run.connect_timeout", run["connect_timeout"])
+    if "read_timeout" in run:
+        cfg.read_timeout_s = c.seconds("run.read_timeout", run["read_timeout"])
+    if "loop" in run:
+        cfg.loop = c.string("run.loop", run["loop"])
+        if cfg.loop not in LOOPS:
+            raise c.fail("run.loop", f"expected one of {', '.join(LOOPS)}, got {cfg.loop!r}")
+    if "keep_parts" in run:
+        cfg.keep_parts = c.boolean("run.keep_parts", run["keep_parts"])
+    if "url" in run:
+        cfg.url = _url(c, "run.url", run["url"])
+    if "max_stage_time" in run:
+        cfg.max_stage_s = c.seconds("run.max_stage_time", run["max_stage_time"])
+    if "max_run_time" in run:
+        cfg.max_run_s = c.seconds("run.max_run_time", run["max_run_time"])
+
+    slo = c.table("slo", doc.get("slo", {}))
+    c.known("slo", slo, SLO_KEYS)
+    cfg.slo = {k: c.number(f"slo.{k}", v) for k, v in slo.items()}
+
+    targets = c.table("targets", doc.get("targets", {}))
+    for label, t in targets.items():
+        key = f"targets.{label}"
+        t = c.table(key, t)
+        c.known(key, t, TARGET_KEYS)
+        if "url" not in t and cfg.url is None:
+            raise c.fail(f"{key}.url", "missing (every target needs a url, or run.url gives one for all)")
+        if "url" in t:
+            url = _url(c, f"{key}.url", t["url"])
+        else:
+            url = cfg.url
+            if "start" not in t:
+                raise c.fail(f"{key}.start", "missing: a target on run.url's shared port needs the command that "
+                             "starts its server")
+        tc = TargetConf(label, url)
+        if "protocol" in t:
+            tc.protocol = c.string(f"{key}.protocol", t["protocol"])
+            if tc.protocol not in PROTOCOLS:
+                raise c.fail(f"{key}.protocol", f"unknown protocol {tc.protocol!r} (known: {', '.join(PROTOCOLS)})")
+        if "model" in t:
+            tc.model = c.string(f"{key}.model", t["model"])
+        if "headers" in t:
+            h = c.table(f"{key}.headers", t["headers"])
+            tc.headers = {k: c.string(f"{key}.headers.{k}", v) for k, v in h.items()}
+        if "spec_details" in t:
+            tc.spec_details = c.boolean(f"{key}.spec_details", t["spec_details"])
+        if "start" in t:
+            tc.start = c.string(f"{key}.start", t["start"]).strip() or None
+        if "health" in t:
+            tc.health = c.string(f"{key}.health", t["health"])
+            if not tc.health.startswith("/"):
+                raise c.fail(f"{key}.health", f"expected a path like \"/health\", got {tc.health!r}")
+        if "stop_signal" in t:
+            tc.stop_signal = c.string(f"{key}.stop_signal", t["stop_signal"]).upper()
+            if not isinstance(getattr(signal, tc.stop_signal, None), signal.Signals):
+                raise c.fail(f"{key}.stop_signal", f"unknown signal {t['stop_signal']!r} (e.g. SIGINT, SIGTERM)")
+        if "startup_timeout" in t:
+            tc.startup_timeout_s = c.seconds(f"{key}.startup_timeout", t["startup_timeout"])
+        cfg.targets.append(tc)
+
+    sim = c.table("simulator", doc.get("simulator", {}))
+    c.known("simulator", sim, SIM_KEYS)
+    if "profile" in sim:
+        cfg.simulator.profile = c.string("simulator.profile", sim["profile"])
+    if "time_scale" in sim:
+        cfg.simulator.time_scale = c.number("simulator.time_scale", sim["time_scale"])
+    if "seed" in sim:
+        cfg.simulator.seed = c.integer("simulator.seed", sim["seed"])
+    if "modes" in sim:
+        modes = sim["modes"]
+        if not isinstance(modes, list) or not modes:
+            raise c.fail("simulator.modes", f"expected a non-empty list like [\"baseline\", \"spec\"], got {modes!r}")
+        for m in modes:
+            if m not in ("baseline", "spec"):
+                raise c.fail("simulator.modes", f"expected \"baseline\" or \"spec\", got {m!r}")
+        if len(set(modes)) != len(modes):
+            raise c.fail("simulator.modes", f"{modes!r} names a mode twice")
+        cfg.simulator.modes = tuple(modes)
+    if "pin" in sim:
+        cfg.simulator.pin = c.boolean("simulator.pin", sim["pin"])
+    return cfg
+
+
+def load(path: str | Path | None) -> RampConfig:
+    """The config file at ``path`` (None: all defaults)."""
+    if path is None:
+        return RampConfig()
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise LoadgenError(f"config file not found: {p}") from None
+    except OSError as exc:
+        raise LoadgenError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LoadgenError(f"{p}: not valid TOML: {exc}") from None
+    return parse(doc, p.name)
+
+
+def check_workload(cfg: RampConfig) -> None:
+    """The workload and lengths resolve (a typo fails now, not on the first request)."""
+    from loadgen.workloads.base import Lengths, resolve
+
+    try:
+        lengths = Lengths.parse(cfg.prompt_tokens, cfg.max_tokens, cfg.tokenizer, cfg.ignore_eos)
+        resolve(cfg.workload, lengths)
+    except LoadgenError as exc:
+        raise LoadgenError(f"{cfg.source}: run.workload: {exc}") from None
+
+
+def with_overrides(cfg: RampConfig, **cli: Any) -> RampConfig:
+    """Command-line (or web UI form) options over the file; None or "" = not given."""
+    c = _Checker("")
+    cfg = replace(cfg, simulator=replace(cfg.simulator), targets=list(cfg.targets))
+
+    def given(k: str) -> bool:
+        v = cli.get(k)
+        return v is not None and not (isinstance(v, str) and not v.strip())
+
+    def whole(k: str, flag: str) -> int:
+        v = cli[k]
+        if isinstance(v, str):
+            try:
+                v = int(v)
+            except ValueError:
+                raise c.fail(flag, f"expected a whole number, got {cli[k]!r}") from None
+        return c.integer(flag, v)
+
+    if given("ladder"):
+        cfg.ladder = c.ladder("--ladder", cli["ladder"])
+    if given("warmup"):
+        cfg.warmup_s = c.seconds("--warmup", cli["warmup"], allow_zero=True)
+    if given("stage_requests"):
+        cfg.requests = whole("stage_requests", "--stage-requests")
+        if cfg.requests < 1:
+            raise c.fail("--stage-requests", f"must be >= 1, got {cfg.requests}")
+        cfg.duration_s = None
+    if given("stage_duration"):
+        cfg.duration_s = c.seconds("--stage-duration", cli["stage_duration"])
+    if given("workload"):
+        cfg.workload = str(cli["workload"]).strip()
+    if given("seed"):
+        cfg.seed = whole("seed", "--seed")
+    if given("out"):
+        cfg.out = str(cli["out"])
+    if given("sim_time_scale"):
+        v = cli["sim_time_scale"]
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            raise c.fail("--sim-time-scale", f"expected a number, got {v!r}") from None
+        cfg.simulator.time_scale = c.number("--sim-time-scale", v)
+    if given("sim_profile"):
+        cfg.simulator.profile = str(cli["sim_profile"])
+    if cli.get("keep_parts") in (True, "true"):
+        cfg.keep_parts = True
+    return cfg
+
+
+def check_reachable(targets: list[TargetConf], timeout_s: float = 3.0, source: str = "config") -> None:
+    """Each target accepts a TCP connection; else one line naming the key and URL."""
+    for t in targets:
+        p = urlparse(t.url)
+        port = p.port or (443 if p.scheme == "https" else 80)
+        try:
+            with socket.create_connection((p.hostname, port), timeout=timeout_s):
+                pass
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+            if isinstance(exc, socket.timeout):
+                why = f"no answer within {timeout_s:g} s"
+            raise LoadgenError(f"{source}: targets.{t.label}.url: cannot reach {t.url}: {why}") from None

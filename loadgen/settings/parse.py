@@ -1,0 +1,61 @@
+"""Parsing of the option values several commands share: durations, ladders, SLOs, headers."""
+
+from __future__ import annotations
+
+import re
+
+from loadgen.errors import LoadgenError
+from loadgen.stage.result import Slo
+
+_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text: str, what: str = "--duration") -> float:
+    """'30s', '2m', '500ms', '1.5' (seconds) → seconds."""
+    m = _DUR.match(str(text))
+    if not m:
+        raise LoadgenError(f"{what}: {text!r} is not a duration (e.g. 30s, 2m, 500ms)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def ladder(text: str, what: str = "--concurrency") -> list[int]:
+    """'1,2,5,10' → [1, 2, 5, 10]: positive and strictly increasing."""
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise LoadgenError(f"{what}: {text!r} is not a comma-separated list of whole numbers") from None
+    if not values:
+        raise LoadgenError(f"{what}: the list of concurrencies is empty")
+    if any(v < 1 for v in values):
+        raise LoadgenError(f"{what}: concurrencies must be >= 1, got {text!r}")
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise LoadgenError(f"{what}: concurrencies must increase, got {text!r}")
+    return values
+
+
+def slo(text: str | None) -> Slo:
+    """'ttft_ms=500,tpot_ms=50' → Slo."""
+    out = Slo()
+    if not text:
+        return out
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not hasattr(out, key):
+            raise LoadgenError(f"--slo: {part!r} is not one of ttft_ms=, tpot_ms=, itl_ms=, e2e_ms=")
+        try:
+            setattr(out, key, float(value))
+        except ValueError:
+            raise LoadgenError(f"--slo: {key} needs a number of milliseconds, got {value!r}") from None
+    return out
+
+
+def headers(items: list[str] | None) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition(":")
+        if not sep or not key.strip():
+            raise LoadgenError(f"--header: {item!r} is not 'Name: value'")
+        out[key.strip()] = value.strip()
+    return out
