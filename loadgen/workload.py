@@ -5,7 +5,7 @@ Kept so plugins written against ``from loadgen.workload import Workload`` keep w
 
 import warnings
 
-from loadgen.workloads.base import *  # noqa: F401,F403
-from loadgen.workloads.base import DraftWorkload, GenRequest, Workload  # noqa: F401
+from loadgen.workloads import *  # noqa: F401,F403
+from loadgen.workloads import __all__  # noqa: F401
 
 warnings.warn("loadgen.workload is deprecated; import from loadgen.workloads", DeprecationWarning, stacklevel=2)

@@ -56,13 +56,13 @@ def one_run(profile: str, seed: int, ladder: str, time_scale: float, duration: s
 
 
 def _lengths():
-    from loadgen.workloads.base import Lengths
+    from loadgen.workloads import Lengths
 
     return Lengths.parse(None, OUTPUT_TOKENS, None, True)
 
 
 def _chat_source():
-    from loadgen.workloads.base import resolve
+    from loadgen.workloads import resolve
 
     return resolve("chat", _lengths()).requests
 

@@ -10,7 +10,7 @@ import sys
 import orjson
 
 from loadgen.errors import LoadgenError
-from loadgen.workloads.base import Lengths, available, prompt_tokens, resolve
+from loadgen.workloads import Lengths, available, prompt_tokens, resolve
 
 _PREVIEW_LINES = 24
 

@@ -23,7 +23,7 @@ from loadgen.client.protocols import UNKNOWN, Protocol, StreamState
 from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
 from loadgen.client.sse import SSEParser
-from loadgen.client.tokencount import Tokenizer, reconcile
+from loadgen.client.tokencount import TokenCounter, reconcile
 
 _now = time.perf_counter_ns
 
@@ -103,7 +103,7 @@ class StreamClient:
         concurrency: int = 1,
         timeouts: Timeouts = Timeouts(),
         headers: dict | None = None,
-        tokenizer: Tokenizer | None = None,
+        tokenizer: TokenCounter | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + protocol.path

@@ -24,14 +24,15 @@ from typing import Callable
 
 from loadgen.record import RequestRecord
 
-Tokenizer = Callable[[str], int]
+TokenCounter = Callable[[str], int]
+"""Text → its number of tokens (a tokenizer's count; not :class:`loadgen.workloads.Tokenizer`, which also cuts)."""
 
 
 def reconcile(
     rec: RequestRecord,
     final_total: int | None,
     texts: list[str],
-    tokenizer: Tokenizer | None = None,
+    tokenizer: TokenCounter | None = None,
 ) -> None:
     """Replace the ``UNKNOWN`` (-1) entries of ``rec.chunk_tokens`` with counts.
 
@@ -84,8 +85,13 @@ def _scale(values: list[int], total: int) -> list[int]:
     return out
 
 
-def load_tokenizer(path: str) -> Tokenizer:
+def load_counter(path: str) -> TokenCounter:
     """A token counter from a tokenizer.json file or its folder (the same loader the workloads use)."""
-    from loadgen.workloads.base import load_tokenizer as load
+    from loadgen.workloads.tokenizers import load_tokenizer
 
-    return load(path).count
+    return load_tokenizer(path).count
+
+
+# Old names, until every caller says TokenCounter / load_counter.
+Tokenizer = TokenCounter
+load_tokenizer = load_counter

@@ -41,7 +41,7 @@ def known_crossovers(sim: dict, workload: str, crossovers: list[dict], *, seed: 
 
     ``sim``: the run's ``simulator`` block (profile, seed, protocol, lengths).
     """
-    from loadgen.workloads.base import Lengths
+    from loadgen.workloads import Lengths
 
     lengths = Lengths.parse(sim.get("prompt_tokens"), sim.get("max_tokens"), sim.get("tokenizer"),
                             bool(sim.get("ignore_eos")))

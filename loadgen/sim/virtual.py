@@ -110,7 +110,7 @@ def workload_mix(profile: Profile | str, workload: str, n: int = 500, seed: int 
     from loadgen.client.protocols import get_protocol
     from loadgen.sim.requestplan import make_request
     from loadgen.sim.validate import check_context, parse_chat, parse_completions, parse_generate
-    from loadgen.workloads.base import Lengths, resolve
+    from loadgen.workloads import Lengths, resolve
 
     prof = profiles.load(profile) if isinstance(profile, str) else profile
     proto = get_protocol(protocol)

@@ -24,7 +24,7 @@ from loadgen.client.protocols import UNKNOWN, get_protocol
 from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
 from loadgen.client.tokencount import reconcile
-from loadgen.workloads.base import Lengths, resolve
+from loadgen.workloads import Lengths, resolve
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 from loadgen.bench.crossover_bench import _chat_source, _lengths
 from loadgen.bench.live_truth import server_throughput
 from loadgen.sim.virtual import simulated_throughput, workload_mix
-from loadgen.workloads.base import Lengths
+from loadgen.workloads import Lengths
 
 PROFILE, C = "two-crossovers", 85
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from loadgen.request import GenRequest
-from loadgen.workloads.base import Workload
+from loadgen.workloads import Workload
 
 REPO = Path(__file__).resolve().parents[2]
 BUILTINS = ("code", "chat", "predictable", "freetext")
@@ -52,7 +52,7 @@ def make_dist(root: Path, name: str, entry_points: dict[str, str], modules: dict
 PLUGIN_SOURCE = '''
 import itertools
 from loadgen.request import GenRequest
-from loadgen.workloads.base import Workload
+from loadgen.workloads import Workload
 
 
 class Echo(Workload):

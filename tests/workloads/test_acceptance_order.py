@@ -11,7 +11,7 @@ import statistics
 import aiohttp
 
 from loadgen.sim.process import SimProcess
-from loadgen.workloads.base import resolve
+from loadgen.workloads import resolve
 
 ORDER = ("predictable", "code", "chat", "freetext")
 PER_WORKLOAD = 40

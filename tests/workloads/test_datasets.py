@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.workloads.files import load_jsonl, load_sharegpt
 from loadgen.errors import LoadgenError
-from loadgen.workloads.base import Lengths, prompt_tokens, resolve
+from loadgen.workloads import Lengths, prompt_tokens, resolve
 
 
 def write(path: Path, *lines: str) -> Path:

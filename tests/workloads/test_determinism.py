@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from loadgen.workloads.base import Length, Lengths, resolve
+from loadgen.workloads import Length, Lengths, resolve
 
 BUILTINS = ("code", "chat", "predictable", "freetext")
 
@@ -32,7 +32,7 @@ def test_same_seed_same_bytes_and_seeds_differ(spec: str, lengths: Lengths | Non
 def test_identical_across_processes(wl) -> None:
     # A fresh interpreter with another hash seed: nothing may depend on hash() or import order.
     code = (
-        "import hashlib, itertools, orjson; from loadgen.workloads.base import resolve, Lengths, Length;"
+        "import hashlib, itertools, orjson; from loadgen.workloads import resolve, Lengths, Length;"
         f"w = resolve({MIX!r}, Lengths(prompt_tokens=Length.parse('uniform:50,400'), output_tokens=Length.parse('normal:128,32')));"
         "print(hashlib.sha256(b'\\n'.join(orjson.dumps(r) for r in itertools.islice(w.requests(7), 500))).hexdigest())"
     )

@@ -30,7 +30,7 @@ import itertools
 import random
 
 from loadgen.request import GenRequest
-from loadgen.workloads.base import Workload
+from loadgen.workloads import Workload
 
 SEASONS = ["spring rain", "summer dusk", "autumn wind", "winter moon"]
 

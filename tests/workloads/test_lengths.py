@@ -12,17 +12,16 @@ from hypothesis import strategies as st
 
 from loadgen.workloads import tokens
 from loadgen.errors import LoadgenError
-from loadgen.workloads.base import (
+from loadgen.workloads import (
     BuiltinTokenizer,
     ChatParts,
     Length,
     Lengths,
     TextParts,
-    fit_chat,
-    fit_text,
     prompt_tokens,
     resolve,
 )
+from loadgen.workloads.lengths import fit_chat, fit_text
 
 TOK = BuiltinTokenizer()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.errors import LoadgenError
-from loadgen.workloads.base import BUILTINS, Mix, Workload, available, resolve
+from loadgen.workloads import BUILTINS, Mix, Workload, available, resolve
 
 
 def test_builtins_resolve_with_descriptions() -> None:
