@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-BASELINE = "#3a68c4"
-SPEC = "#e0641a"
-CROSS = "#7a3fc2"
-TIE = "#8b94a3"
-WARN = "#d39200"
-FAIL = "#d42a2a"
-GRID = "#e4e7ec"
-INK = "#1f2733"
-MUTED = "#5b6573"
+# Colours, not verdicts: the verdict strings "baseline" / "spec" / "tie" are loadgen.analysis.crossover's.
+# The page's CSS variables (--base, --spec, --cross, --tie, --warn, --fail) hold the same values.
+BASELINE_COLOUR = "#3a68c4"
+SPEC_COLOUR = "#e0641a"
+CROSS_COLOUR = "#7a3fc2"
+TIE_COLOUR = "#8b94a3"
+WARN_COLOUR = "#d39200"
+FAIL_COLOUR = "#d42a2a"
+GRID_COLOUR = "#e4e7ec"
+INK_COLOUR = "#1f2733"
+MUTED_COLOUR = "#5b6573"
 
 
 @dataclass
@@ -309,7 +311,8 @@ def svg(chart: Chart, width: int = W, height: int = H) -> str:
             out.append(f'<circle class="dot" cx="{cx:.1f}" cy="{cy:.1f}" r="3.6" fill="{fill}" stroke="{s.color}" '
                        f'stroke-width="1.6"/>')
             if flag:
-                out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="none" stroke="{FAIL if flag == "fail" else WARN}" '
+                ring = FAIL_COLOUR if flag == "fail" else WARN_COLOUR
+                out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="none" stroke="{ring}" '
                            f'stroke-width="2"/>')
             out.append("</g>")
     # axis labels
@@ -367,7 +370,7 @@ def png(charts: list[Chart], path: Path, title: str = "", ncols: int | None = No
 def _draw_mpl(a, chart: Chart, FuncFormatter, NullLocator) -> None:
     a.set_title(chart.title, fontsize=10, loc="left")
     if not chart.has_data():
-        a.text(0.5, 0.5, chart.empty or "no data", ha="center", va="center", transform=a.transAxes, color=MUTED)
+        a.text(0.5, 0.5, chart.empty or "no data", ha="center", va="center", transform=a.transAxes, color=MUTED_COLOUR)
         a.set_xticks([])
         a.set_yticks([])
         return
@@ -379,7 +382,7 @@ def _draw_mpl(a, chart: Chart, FuncFormatter, NullLocator) -> None:
     for sp in chart.spans:
         a.axvspan(sp.lo, sp.hi, color=sp.color, alpha=0.13, lw=0)
     if chart.hline is not None:
-        a.axhline(chart.hline, color=MUTED, lw=1)
+        a.axhline(chart.hline, color=MUTED_COLOUR, lw=1)
     vls = sorted(chart.vlines, key=lambda v: v.x)
     span_px = 380.0  # about one panel's width in points; enough to keep labels apart
     starts = [ax_x.t(v.x) * span_px for v in vls]
@@ -403,7 +406,7 @@ def _draw_mpl(a, chart: Chart, FuncFormatter, NullLocator) -> None:
                    marker="o" if s.marker else None, ms=4, mfc="white" if s.dash else s.color,
                    label=s.label if i == 0 else None)
         if s.flags:
-            for flag, colour in (("warn", WARN), ("fail", FAIL)):
+            for flag, colour in (("warn", WARN_COLOUR), ("fail", FAIL_COLOUR)):
                 pts = [(x, y) for x, y, f in zip(s.xs, s.ys, s.flags) if f == flag and ax_y.ok(y)]
                 if pts:
                     xs, ys = zip(*pts)
@@ -423,7 +426,7 @@ def _draw_mpl(a, chart: Chart, FuncFormatter, NullLocator) -> None:
     a.set_xlabel(chart.xlabel, fontsize=8.5)
     a.set_ylabel(chart.ylabel, fontsize=8.5)
     a.tick_params(labelsize=8)
-    a.grid(True, color=GRID, lw=0.8)
+    a.grid(True, color=GRID_COLOUR, lw=0.8)
     a.set_axisbelow(True)
     for side in ("top", "right"):
         a.spines[side].set_visible(False)

@@ -24,7 +24,8 @@ from loadgen.analysis import stats
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME as HIST_METRICS
-from loadgen.report.charts import BASELINE, CROSS, SPEC, TIE, Chart, Series, Span, VLine, legend_items, svg
+from loadgen.report.charts import (BASELINE_COLOUR, CROSS_COLOUR, SPEC_COLOUR, TIE_COLOUR, Chart, Series, Span, VLine,
+                                   legend_items, svg)
 from loadgen.run.results import load
 
 PRIMARY = "output_tokens_per_s"
@@ -404,11 +405,11 @@ def _crossover_marks(a: dict | None) -> tuple[list[Span], list[VLine]]:
     pct = f"{a['confidence'] * 100:g} %"
     for x in a["crossovers"]:
         label = f"C≈{_c(x['estimate'])}"
-        spans.append(Span(x["ci_low"], x["ci_high"], CROSS,
+        spans.append(Span(x["ci_low"], x["ci_high"], CROSS_COLOUR,
                           f"crossover {label}, {pct} interval {_c(x['ci_low'])}–{_c(x['ci_high'])}"))
-        lines.append(VLine(x["estimate"], CROSS, label))
+        lines.append(VLine(x["estimate"], CROSS_COLOUR, label))
     for x in a.get("candidates", []):
-        lines.append(VLine(x["estimate"], TIE, f"C≈{_c(x['estimate'])}?"))
+        lines.append(VLine(x["estimate"], TIE_COLOUR, f"C≈{_c(x['estimate'])}?"))
     return spans, lines
 
 
@@ -420,7 +421,7 @@ def _tip(sl: Slice, text: str) -> str:
 def throughput_chart(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], a: dict | None) -> Chart:
     conf = res["confidence"]
     series = []
-    for label, color in ((res["baseline"], BASELINE), (res["spec"], SPEC)):
+    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
         st = per_target.get(label, {})
         cs = sorted(st)
         ys = [st[c].get(PRIMARY) for c in cs]
@@ -455,7 +456,7 @@ def delta_chart(res: dict, a: dict | None, label: str = "output throughput") -> 
 
 def latency_chart(res: dict, per_target: dict[str, dict[int, Slice]], metric: str, name: str) -> Chart:
     series = []
-    for label, color in ((res["baseline"], BASELINE), (res["spec"], SPEC)):
+    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
         st = per_target.get(label, {})
         cs = sorted(st)
         for p, dash in (("p50", False), ("p99", True)):
@@ -476,8 +477,8 @@ def acceptance_chart(res: dict, per_target: dict[str, dict[int, Slice]]) -> Char
         tips = [_tip(spec[c], f"accept length {v:.2f} tokens/verify step"
                      + (f", accept rate {spec[c].d['accept_rate'] * 100:.0f} %" if spec[c].d.get("accept_rate") else ""))
                 if v is not None else "" for c, v in zip(cs, acc)]
-        series.append(Series(f"{res['spec']} accept length", cs, acc, SPEC, tips=tips))
-    for label, color in ((res["spec"], SPEC), (res["baseline"], BASELINE)):
+        series.append(Series(f"{res['spec']} accept length", cs, acc, SPEC_COLOUR, tips=tips))
+    for label, color in ((res["spec"], SPEC_COLOUR), (res["baseline"], BASELINE_COLOUR)):
         st = per_target.get(label, {})
         xs = sorted(st)
         ys = [st[c].get("tokens_per_chunk", "mean") for c in xs]
@@ -497,7 +498,7 @@ def hdr_chart(res: dict, per_target: dict[str, dict[int, Slice]], c: int, metric
     series = []
     m = HIST_METRICS[metric]
     top = 0.0
-    for label, color in ((res["baseline"], BASELINE), (res["spec"], SPEC)):
+    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
         sl = per_target.get(label, {}).get(c)
         if sl is None:
             continue
@@ -530,7 +531,7 @@ def _figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300) ->
         f'stroke-width="2.4"{dashed if dash else ""}/></svg>{escape(lbl)}</span>'
         for lbl, col, dash in legend_items(chart))
     if chart.spans:
-        legend += f'<span class="key"><span class="swatch" style="background:{CROSS}"></span>crossover interval</span>'
+        legend += f'<span class="key"><span class="swatch" style="background:{CROSS_COLOUR}"></span>crossover interval</span>'
     flagged = any(f for s in chart.series for f in (s.flags or []))
     if flagged:
         legend += ('<span class="key"><span class="ring" style="border-color:#d39200"></span>client-bound / approx.</span>'
@@ -564,7 +565,7 @@ def _forest(c: dict, scale: float) -> str:
     def X(v):
         return w / 2 + max(-1.0, min(1.0, v / scale)) * (w / 2 - 3)
 
-    col = {"spec": SPEC, "baseline": BASELINE}.get(c["verdict"], TIE)
+    col = {"spec": SPEC_COLOUR, "baseline": BASELINE_COLOUR}.get(c["verdict"], TIE_COLOUR)
     return (f'<svg class="forest" width="{w}" height="{h}"><line x1="{w / 2}" x2="{w / 2}" y1="0" y2="{h}" '
             f'stroke="#98a2b3" stroke-width="1"/><line x1="{X(c["ci_low"]):.1f}" x2="{X(c["ci_high"]):.1f}" y1="7" '
             f'y2="7" stroke="{col}" stroke-width="4" stroke-linecap="round" stroke-opacity="0.55"/>'

@@ -155,10 +155,12 @@ def test_percentile_curve_matches_the_histogram():
 
 
 def test_svg_is_well_formed_with_bands_flags_and_marks():
-    s = plots.Series("a", [1, 5, 30], [10.0, None, 40.0], plots.BASELINE, band=([8.0, None, 35.0], [12.0, None, 45.0]),
-                     flags=["warn", "", "fail"], tips=["one <1>", "", "three & more"])
-    chart = plots.Chart("t", [s, plots.Series("b", [1, 5, 30], [12.0, 20.0, 30.0], plots.SPEC, dash=True)],
-                        spans=[plots.Span(10, 20, plots.CROSS, "x")], vlines=[plots.VLine(14, plots.CROSS, "C≈14")],
+    s = plots.Series("a", [1, 5, 30], [10.0, None, 40.0], plots.BASELINE_COLOUR,
+                     band=([8.0, None, 35.0], [12.0, None, 45.0]), flags=["warn", "", "fail"],
+                     tips=["one <1>", "", "three & more"])
+    chart = plots.Chart("t", [s, plots.Series("b", [1, 5, 30], [12.0, 20.0, 30.0], plots.SPEC_COLOUR, dash=True)],
+                        spans=[plots.Span(10, 20, plots.CROSS_COLOUR, "x")],
+                        vlines=[plots.VLine(14, plots.CROSS_COLOUR, "C≈14")],
                         ylog=True)
     root = ET.fromstring(plots.svg(chart))
     ns = "{http://www.w3.org/2000/svg}"
@@ -167,7 +169,7 @@ def test_svg_is_well_formed_with_bands_flags_and_marks():
     assert kinds.count("polyline") == 3  # "a" breaks at the missing point; "b" is one line
     assert kinds.count("polygon") == 1
     rings = [e for e in root.iter() if tag(e) == "circle" and e.get("r") == "7"]
-    assert {r.get("stroke") for r in rings} == {plots.WARN, plots.FAIL}
+    assert {r.get("stroke") for r in rings} == {plots.WARN_COLOUR, plots.FAIL_COLOUR}
     titles = [e.text for e in root.iter() if tag(e) == "title"]
     assert "one <1>" in titles and "three & more" in titles
     empty = ET.fromstring(plots.svg(plots.Chart("e", [], empty="nothing here")))
