@@ -2,7 +2,7 @@
 
 A saturated client reads several chunks per wake-up: ITL p50 collapses and p99
 balloons while throughput still looks right, so throughput never reveals it
-(shared/research/measurement.md §3). CPU is process CPU time over wall time.
+(docs/metrics.md, §What can distort them). CPU is process CPU time over wall time.
 
 Lag is sampled every ``interval`` as the time bytes that reached a socket at
 that instant would wait before the loop could read them: the part of the

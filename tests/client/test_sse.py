@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from loadgen.client.sse import Event, SSEParser
 
-# Shapes from shared/research/sglang-protocol.md §7 (cumulative /generate, chat, completions).
+# Shapes as SGLang 0.5.23 streams them (cumulative /generate, chat, completions; docs/simulator.md).
 GENERATE = (
     b'data: {"text":" Paris","output_ids":[11],"meta_info":{"id":"a","finish_reason":null,"completion_tokens":1}}\n\n'
     b'data: {"text":" Paris is the","output_ids":[11,22,33],"meta_info":{"id":"a","finish_reason":null,"completion_tokens":3}}\n\n'

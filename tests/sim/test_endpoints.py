@@ -1,4 +1,4 @@
-"""Every endpoint's fields and types, checked against shared/research/sglang-protocol.md, over loopback."""
+"""Every endpoint's fields and types, checked against SGLang 0.5.23's wire shapes (docs/simulator.md), over loopback."""
 
 from __future__ import annotations
 
