@@ -1,12 +1,24 @@
-"""The metric registry: one module per metric, each saying what one sample is.
+"""The metric registry: one module per metric, each saying what one sample is and where it goes.
 
-Definitions are in docs/metrics.md and nowhere else. A metric is either
-request-level (one sample per request that started inside the stage's steady
-window and completed) or chunk-level (samples from every chunk that arrived
-inside the steady window, whichever request it belongs to).
+In: finished ``RequestRecord``s. Out: per metric, its samples (histograms are filled from them),
+and the declarations every later folder reads instead of keeping its own list of names:
+
+- ``slo_key`` / ``slo_value``: the ``--slo`` key that limits the metric per request and the
+  request's value checked against it (``loadgen.stage.result.Slo`` is built from these);
+- ``csv_stats``: the summary figures that are ``run.csv`` columns (``loadgen.run.results``);
+- ``crossover_percentiles``: the per-window percentiles that become crossover metrics
+  (``loadgen.analysis.compare``), beside the stage rates of ``RATES``.
+
+Definitions are in docs/metrics.md and nowhere else: adding a metric is one module here,
+one entry in ``REGISTRY`` (or ``RATES``) and its line there. A histogram metric is either
+request-level (one sample per request that started inside the stage's steady window and
+completed) or chunk-level (samples from every chunk that arrived inside the steady window,
+whichever request it belongs to).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +38,29 @@ class Metric:
     level: str = "request"
     """"request" or "chunk"."""
     description: str = ""
+    label: str = ""
+    """How tables name it ("TTFT"); crossover metrics are called f"{label} p{percentile}"."""
+    slo_key: str = ""
+    """The per-request SLO key (``--slo ttft_ms=500``, ``[slo]``) limiting this metric, "" for none."""
+    csv_stats: tuple[str, ...] = ()
+    """Summary figures written as run.csv columns, named f"{name}_{stat}" (+ "_ms" for a latency)."""
+    crossover_percentiles: tuple[tuple[int, int], ...] = ()
+    """(percentile, fewest samples a window needs for it) of each crossover metric it gives:
+    a window's p99 needs enough samples to mean anything, its p50 a few. Binned per window
+    only where ``loadgen.stage.timeline.BIN_HISTS`` keeps it."""
+
+    def slo_value(self, rec: RequestRecord) -> float | None:
+        """The request's value (ms) checked against ``slo_key``; None: nothing to check for this request."""
+        return None
+
+    def csv_columns(self) -> list[tuple[str, str]]:
+        """(column name, summary key) of each run.csv column of this metric, in order."""
+        unit = "_ms" if self.unit == "ms" else ""
+        return [(f"{self.name}_{stat}{unit}", stat) for stat in self.csv_stats]
+
+    def crossover_samples(self) -> tuple["CrossoverSample", ...]:
+        return tuple(CrossoverSample(f"{self.name}_p{p}", f"{self.label} p{p}", self.unit, False, "percentile",
+                                     (self.name,), float(p), n) for p, n in self.crossover_percentiles)
 
     def new_hist(self) -> Hist:
         return Hist(self.scale, self.unit)
@@ -66,14 +101,58 @@ def chunk_arrays(rec: RequestRecord, lo_ns: int, hi_ns: int) -> tuple[np.ndarray
     return ts, ks, (ts >= lo_ns) & (ts < hi_ns)
 
 
+@dataclass(frozen=True)
+class CrossoverSample:
+    """One metric the crossover analysis compares, and where its per-window samples are read.
+
+    ``kind`` says how a stage's timeline (loadgen/stage/timeline.py) gives one sample per window:
+    "rate": counter ``series[0]`` per second; "ratio": ``series[0] / series[1]`` per window (windows
+    where the latter is 0 skipped); "percentile": ``percentile`` of the window's histogram of
+    ``series[0]`` in ms, windows with fewer than ``min_count`` samples skipped.
+    """
+
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    kind: str
+    series: tuple[str, ...]
+    percentile: float = 0.0
+    min_count: int = 0
+
+
+class Rate:
+    """A stage figure per second (throughput, goodput) that is a crossover metric but no histogram."""
+
+    name: str = ""
+    label: str = ""
+    unit: str = ""
+    description: str = ""
+    higher_is_better: bool = True
+    kind: str = "rate"
+    series: tuple[str, ...] = ()
+    """The timeline counters it is read from (loadgen.stage.timeline.COUNTERS)."""
+
+    def crossover_samples(self) -> tuple[CrossoverSample, ...]:
+        return (CrossoverSample(self.name, self.label, self.unit, self.higher_is_better, self.kind, self.series),)
+
+
 from loadgen.metrics.accept_length import AcceptLength  # noqa: E402
 from loadgen.metrics.chunk_gap import ChunkGap  # noqa: E402
+from loadgen.metrics.decode_rate import DecodeRate  # noqa: E402
 from loadgen.metrics.e2e import E2E  # noqa: E402
+from loadgen.metrics.goodput import Goodput  # noqa: E402
 from loadgen.metrics.itl import ITL  # noqa: E402
+from loadgen.metrics.output_throughput import OutputThroughput  # noqa: E402
 from loadgen.metrics.tokens_per_chunk import TokensPerChunk  # noqa: E402
 from loadgen.metrics.tpot import TPOT  # noqa: E402
 from loadgen.metrics.ttft import TTFT  # noqa: E402
 
+# The order here is the order of run.json's summaries, of run.csv's columns and of the SLO fields.
 REGISTRY: tuple[Metric, ...] = (TTFT(), ITL(), ChunkGap(), TPOT(), E2E(), TokensPerChunk(), AcceptLength())
 BY_NAME: dict[str, Metric] = {m.name: m for m in REGISTRY}
-LATENCY_METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
+LATENCY_METRICS = tuple(m.name for m in REGISTRY if m.unit == "ms")
+RATES: tuple[Rate, ...] = (OutputThroughput(), DecodeRate(), Goodput())
+SLO_METRICS: tuple[Metric, ...] = tuple(m for m in REGISTRY if m.slo_key)
+# crossover.json, its tables and the report list crossover metrics in this order: the rates, then percentiles
+CROSSOVER: tuple[CrossoverSample, ...] = tuple(x for m in (*RATES, *REGISTRY) for x in m.crossover_samples())

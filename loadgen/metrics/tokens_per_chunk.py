@@ -8,6 +8,8 @@ class TokensPerChunk(Metric):
     unit = "tokens"
     divisor = 1.0
     level = "chunk"
+    label = "tokens per chunk"
+    csv_stats = ("mean",)
     description = "tokens carried by each chunk that carried any (first chunk included)"
 
     def arrays(self, rec, lo_ns, hi_ns):

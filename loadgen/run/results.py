@@ -20,16 +20,17 @@ import orjson
 from loadgen import __version__
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
-from loadgen.metrics import BY_NAME
+from loadgen.metrics import BY_NAME, REGISTRY
 from loadgen.stage.result import StageResult
 
 RUN_SCHEMA = "loadgen.run/1"
-CSV_METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
+# (metric, summary key, column) of the metric columns: each metric declares its own (``csv_stats``).
+CSV_METRIC_COLUMNS = [(m.name, stat, column) for m in REGISTRY for column, stat in m.csv_columns()]
 CSV_COLUMNS = (
     ["target", "workload", "concurrency", "stage_index", "window_s", "started", "completed", "failed",
      "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "token_counts"]
-    + [f"{m}_{p}_ms" for m in CSV_METRICS for p in ("p50", "p90", "p99")]
-    + ["tokens_per_chunk_mean", "accept_length_mean", "client_bound"]
+    + [column for _, _, column in CSV_METRIC_COLUMNS]
+    + ["client_bound"]
 )
 
 
@@ -110,11 +111,8 @@ def csv_text(stages: list[dict]) -> str:
             row = [d["target"], wl, d["concurrency"], d["stage_index"], d["window"]["duration_s"], req["started"],
                    req["completed"], req["failed"], m["output_tokens_per_s"], m["requests_per_s"],
                    m["goodput_requests_per_s"], m["token_counts"]]
-            for metric in CSV_METRICS:
-                s = m.get(metric, {})
-                row += [s.get("p50", ""), s.get("p90", ""), s.get("p99", "")]
-            row += [m["tokens_per_chunk"].get("mean", ""), m["accept_length"].get("mean", ""),
-                    d["client"]["client_bound"]]
+            row += [m.get(metric, {}).get(stat, "") for metric, stat, _ in CSV_METRIC_COLUMNS]
+            row.append(d["client"]["client_bound"])
             w.writerow(row)
     return buf.getvalue()
 

@@ -95,3 +95,29 @@ def test_itl_counts_each_token_of_a_k_token_chunk():
     assert d["chunk_gap"]["count"] == 1 and abs(d["chunk_gap"]["p50"] - 30.0) < 0.05
     assert abs(d["tpot"]["p50"] - 10.0) < 0.02 and abs(d["ttft"]["p50"] - 10.0) < 0.02
     assert d["tokens_per_chunk"]["count"] == 2
+
+
+def _met_by_hand(slo, r):
+    """The SLO rules of docs/metrics.md spelled out, to hold the registry-built Slo to them."""
+    if not r.ok or not r.chunk_ns:
+        return False
+    n = r.output_tokens or 0
+    worst = max(((r.chunk_ns[i] - r.chunk_ns[i - 1]) / r.chunk_tokens[i] for i in range(1, len(r.chunk_ns))),
+                default=0.0)
+    return not ((slo.ttft_ms is not None and (r.chunk_ns[0] - r.t0_ns) / 1e6 > slo.ttft_ms)
+                or (slo.e2e_ms is not None and (r.end_ns - r.t0_ns) / 1e6 > slo.e2e_ms)
+                or (slo.tpot_ms is not None and n > 1 and (r.end_ns - r.chunk_ns[0]) / 1e6 / (n - 1) > slo.tpot_ms)
+                or (slo.itl_ms is not None and worst / 1e6 > slo.itl_ms))
+
+
+def test_slo_keys_and_checks_come_from_the_metrics():
+    import dataclasses
+
+    assert {f.name for f in dataclasses.fields(Slo)} == {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}
+    assert not Slo().any() and Slo(itl_ms=1.0).any()
+    recs = records(4)
+    for slo in (Slo(ttft_ms=60), Slo(tpot_ms=20), Slo(itl_ms=15), Slo(e2e_ms=400),
+                Slo(ttft_ms=70, tpot_ms=25, itl_ms=30, e2e_ms=600)):
+        met = [slo.met(r) for r in recs]
+        assert met == [_met_by_hand(slo, r) for r in recs]
+        assert 0 < sum(met) < len(recs), slo  # each limit bites on some requests and not others
