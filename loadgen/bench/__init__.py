@@ -1,1 +1,6 @@
-"""Benchmarks of loadgen itself: figures printed, never timed unit tests."""
+"""Benchmarks of loadgen itself: figures printed, never timed unit tests.
+
+In: a benchmark's options (``loadgen bench client|sim|crossover``). Out: tables of figures:
+the client's error against a server's own send log (``client_bench``, ``sendlog``,
+``schedserver``), the crossover found live against the simulator's truth (``crossover_bench``).
+"""

@@ -12,17 +12,13 @@ A mixin of :class:`loadgen.sim.server.SimServer`, which owns the request life (`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import orjson
 from aiohttp import web
 
+from loadgen.sim.flight import Flight
 from loadgen.sim.scheduler import now_ns
 from loadgen.sim.validate import BadRequest, Job, SchemaError, parse_chat, parse_completions, parse_generate
 from loadgen.sim.wire import DONE, SSE_HEADERS, json_response as _json, openai_error as _openai_error, sse as _sse
-
-if TYPE_CHECKING:
-    from loadgen.sim.server import Flight
 
 
 class GenerationRoutes:

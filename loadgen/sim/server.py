@@ -16,13 +16,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from loadgen.sim.requestplan import Finish, make_request
+from loadgen.sim.requestplan import make_request
 from loadgen.sim.profiles import Profile
 from loadgen.sim.prom import Metrics
 from loadgen.sim.scheduler import QueueFull, Scheduler, SchedulerConfig, SimRequest, now_ns
-from loadgen.sim.textgen import OutputView
 from loadgen.sim.truth import TruthStore
 from loadgen.sim.admin import AdminRoutes
+from loadgen.sim.flight import Flight
 from loadgen.sim.routes import GenerationRoutes
 from loadgen.sim.validate import Job, check_context
 from loadgen.sim.wire import QUEUE_FULL, openai_error as _openai_error
@@ -53,20 +53,6 @@ class ServerConfig:
     """How a step's tokens reach a stream: "step" = one event carrying all of them (SGLang, vLLM);
     "burst" = one event per token, a step's tokens written back to back (llama.cpp, whose accepted
     drafts arrive as separate events microseconds apart)."""
-
-
-@dataclass(eq=False, slots=True)
-class Flight:
-    """A request in flight: its scheduler half, what the client sees, and who finishes last."""
-
-    job: Job
-    req: SimRequest
-    out: OutputView
-    finish: Finish
-    created: int
-    handler_done: bool = False
-    last_emit_ns: int = 0
-    first_emit_ns: int = 0
 
 
 
