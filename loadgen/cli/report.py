@@ -18,7 +18,9 @@ from loadgen import __version__
 from loadgen.analysis.compare import BY_NAME as METRICS
 from loadgen.analysis.compare import roles
 from loadgen.errors import LoadgenError
-from loadgen.report.html import PRIMARY, analysis, headline, render, sglang_hint, slices, usable
+from loadgen.report.html import render
+from loadgen.report.inputs import PRIMARY, analysis, slices, usable
+from loadgen.report.words import headline, sglang_hint
 from loadgen.run.results import csv_text, load
 
 

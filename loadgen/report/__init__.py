@@ -1,5 +1,7 @@
 """Reports: an analysed run becomes something to read.
 
-In: a run's stages and its analysis. Out: the HTML report (``html``), its charts as SVG and
-PNG (``charts``), and the plain-text stage table printed at the terminal (``table``).
+In: a run's stages and its analysis. Out: the HTML report (``html``: the page, built from
+``inputs`` → ``words`` → ``figures`` / ``htmltables`` → ``sections`` / ``cards``, with its
+fixed text in ``templates/``), its charts as SVG and PNG (``charts``), and the plain-text
+stage table printed at the terminal (``table``).
 """

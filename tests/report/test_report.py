@@ -10,7 +10,10 @@ import pytest
 
 from loadgen.report import charts as plots
 from loadgen.histograms import Hist
-from loadgen.report.html import analysis, mean_interval, percentile_curve, render, sglang_hint, slices, usable
+from loadgen.report.figures import mean_interval, percentile_curve
+from loadgen.report.html import render
+from loadgen.report.inputs import analysis, slices, usable
+from loadgen.report.words import sglang_hint
 from tests.report.synth import CROSS_C, run_doc, stage, write_run
 
 

@@ -1,0 +1,220 @@
+"""The report's charts: slices and verdicts become :class:`~loadgen.report.charts.Chart` descriptions.
+
+In: ``crossover.json``'s dict (``res``), one workload's slices (target → C → Slice) and its
+primary metric's analysis. Out: the charts of a workload section (throughput with its
+intervals, Δ, TTFT, ITL, acceptance, HDR percentile curves), :func:`figure` (a chart as the
+page's ``<figure>``: caption, note, legend, inline SVG) and :func:`write_pngs` (the
+throughput and latency PNGs). charts.py draws; this module decides what is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+
+from loadgen.analysis import stats
+from loadgen.histograms import Hist
+from loadgen.metrics import BY_NAME as HIST_METRICS
+from loadgen.report.charts import (BASELINE_COLOUR, CROSS_COLOUR, SPEC_COLOUR, TIE_COLOUR, Chart, Series, Span, VLine,
+                                   legend_items, svg)
+from loadgen.report.inputs import PRIMARY, Slice
+from loadgen.report.words import fmt_c, slug, winner_word
+
+
+def mean_interval(xs: list[float], confidence: float) -> tuple[float, float] | None:
+    """Interval for the mean of consecutive time bins: Student t, widened for lag-1 autocorrelation."""
+    n = len(xs)
+    if n < 3:
+        return None
+    m = stats.mean(xs)
+    var = math.fsum((x - m) ** 2 for x in xs) / (n - 1)
+    rho = min(max(stats.lag1_autocorrelation(xs), 0.0), 0.8)
+    se = math.sqrt(var / n * (1 + rho) / (1 - rho))
+    t = stats.t_ppf(0.5 + confidence / 2, n - 1)
+    return max(0.0, m - t * se), m + t * se
+
+
+def percentile_curve(h: Hist, divisor: float, max_nines: float = 5.0) -> tuple[list[float], list[float]]:
+    """(x, value) with x = log10(1 / (1 - p)): 0 = p0, 1 = p90, 2 = p99 … up to what the count supports."""
+    hh = h.h
+    total = hh.get_total_count()
+    if not total:
+        return [], []
+    nz = [(i, c) for i, c in enumerate(list(hh.counts)) if c]
+    top = min(max_nines, math.log10(total)) if total > 1 else 0.0
+    grid = [k * 0.05 for k in range(int(top / 0.05) + 1)]
+    if not grid or grid[-1] < top - 1e-9:
+        grid.append(top)
+    targets = [max(1, math.ceil((1.0 - 10 ** -x) * total - 1e-9)) for x in grid]
+    d = h.scale * divisor
+    xs, ys = [], []
+    run, j = 0, 0
+    for i, c in nz:
+        run += c
+        while j < len(targets) and run >= targets[j]:
+            xs.append(grid[j])
+            ys.append(hh.get_highest_equivalent_value(hh.get_value_from_index(i)) / d)
+            j += 1
+        if j == len(targets):
+            break
+    return xs, ys
+
+
+def concurrencies(per_target: dict[str, dict[int, Slice]]) -> list[int]:
+    """Every concurrency either target measured, in order."""
+    return sorted({c for t in per_target.values() for c in t})
+
+
+def _crossover_marks(a: dict | None) -> tuple[list[Span], list[VLine]]:
+    spans, lines = [], []
+    if not a:
+        return spans, lines
+    pct = f"{a['confidence'] * 100:g} %"
+    for x in a["crossovers"]:
+        label = f"C≈{fmt_c(x['estimate'])}"
+        spans.append(Span(x["ci_low"], x["ci_high"], CROSS_COLOUR,
+                          f"crossover {label}, {pct} interval {fmt_c(x['ci_low'])}–{fmt_c(x['ci_high'])}"))
+        lines.append(VLine(x["estimate"], CROSS_COLOUR, label))
+    for x in a.get("candidates", []):
+        lines.append(VLine(x["estimate"], TIE_COLOUR, f"C≈{fmt_c(x['estimate'])}?"))
+    return spans, lines
+
+
+def _tip(sl: Slice, text: str) -> str:
+    extra = "".join(f"\n⚠ {t}" for _, t in sl.flags)
+    return f"{sl.target} C={sl.c}: {text}{extra}"
+
+
+def throughput_chart(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], a: dict | None) -> Chart:
+    conf = res["confidence"]
+    series = []
+    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
+        st = per_target.get(label, {})
+        cs = sorted(st)
+        ys = [st[c].get(PRIMARY) for c in cs]
+        ivs = [mean_interval(st[c].rate_bins, conf) for c in cs]
+        band = ([iv[0] if iv else None for iv in ivs], [iv[1] if iv else None for iv in ivs])
+        tips = [_tip(st[c], f"{y:.1f} tok/s" + (f" ({iv[0]:.0f}–{iv[1]:.0f})" if iv else ""))
+                for c, y, iv in zip(cs, ys, ivs)]
+        series.append(Series(label, cs, ys, color, band=band, tips=tips, flags=[st[c].severity for c in cs]))
+    spans, lines = _crossover_marks(a)
+    return Chart("Output throughput", series, ylabel="tokens/s", spans=spans, vlines=lines, yzero=True,
+                 note=f"bands: {conf * 100:g} % interval of each stage's mean over its time bins; "
+                      "purple: crossover and its interval")
+
+
+def delta_chart(res: dict, a: dict | None, label: str = "output throughput") -> Chart:
+    if not a:
+        return Chart(f"Δ {label}, speculation vs baseline", [], empty="no stage measured by both targets")
+    comps = [c for c in a["comparisons"] if c["delta"] is not None]
+    cs = [c["concurrency"] for c in comps]
+    ys = [c["delta"] * 100 for c in comps]
+    lo = [c["ci_low"] * 100 if c["ci_low"] is not None else None for c in comps]
+    hi = [c["ci_high"] * 100 if c["ci_high"] is not None else None for c in comps]
+    tips = [f"C={c['concurrency']}: Δ {c['delta'] * 100:+.1f} %"
+            + (f" [{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]" if c["ci_low"] is not None else "")
+            + f" → {winner_word(c)}" for c in comps]
+    spans, lines = _crossover_marks(a)
+    s = Series("Δ % (spec − baseline) / baseline", cs, ys, "#334155", band=(lo, hi), tips=tips)
+    return Chart(f"Δ {label}, speculation vs baseline", [s], ylabel="Δ %", ysuffix="%", hline=0.0, spans=spans,
+                 vlines=lines, note=f"{a['confidence'] * 100:g} % interval per stage; above 0: speculation better"
+                 if a["higher_is_better"] else f"{a['confidence'] * 100:g} % interval per stage; below 0: speculation better")
+
+
+def latency_chart(res: dict, per_target: dict[str, dict[int, Slice]], metric: str, name: str) -> Chart:
+    series = []
+    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
+        st = per_target.get(label, {})
+        cs = sorted(st)
+        for p, dash in (("p50", False), ("p99", True)):
+            ys = [st[c].get(metric, p) for c in cs]
+            tips = [_tip(st[c], f"{name} {p} {y:.2f} ms") if y is not None else "" for c, y in zip(cs, ys)]
+            series.append(Series(f"{label} {p}", cs, ys, color, dash=dash, tips=tips,
+                                 flags=[st[c].severity for c in cs]))
+    return Chart(f"{name} p50 and p99", series, ylabel="ms (log scale)", ylog=True,
+                 note="solid: p50, dashed: p99", empty=f"no {name} samples")
+
+
+def acceptance_chart(res: dict, per_target: dict[str, dict[int, Slice]]) -> Chart:
+    series = []
+    spec = per_target.get(res["spec"], {})
+    cs = sorted(spec)
+    acc = [spec[c].get("accept_length", "mean") for c in cs]
+    if any(v is not None for v in acc):
+        tips = [_tip(spec[c], f"accept length {v:.2f} tokens/verify step"
+                     + (f", accept rate {spec[c].d['accept_rate'] * 100:.0f} %" if spec[c].d.get("accept_rate") else ""))
+                if v is not None else "" for c, v in zip(cs, acc)]
+        series.append(Series(f"{res['spec']} accept length", cs, acc, SPEC_COLOUR, tips=tips))
+    for label, color in ((res["spec"], SPEC_COLOUR), (res["baseline"], BASELINE_COLOUR)):
+        st = per_target.get(label, {})
+        xs = sorted(st)
+        ys = [st[c].get("tokens_per_chunk", "mean") for c in xs]
+        tips = [_tip(st[c], f"{v:.2f} tokens per chunk") if v is not None else "" for c, v in zip(xs, ys)]
+        series.append(Series(f"{label} tokens/chunk", xs, ys, color, dash=True, tips=tips,
+                             flags=[("warn" if st[c].d.get("token_counts") == "approximate" else "") for c in xs]))
+    note = "accept length: server-reported tokens per verify step (mean); dashed: tokens per streamed chunk (mean)"
+    if not any(v is not None for v in acc):
+        note = "the server reported no accept length; dashed: tokens per streamed chunk (mean)"
+    return Chart("Accept length and tokens per chunk", series, ylabel="tokens", yzero=True, note=note)
+
+
+NINES = [(0.0, "p0"), (0.30103, "p50"), (1.0, "p90"), (2.0, "p99"), (3.0, "p99.9"), (4.0, "p99.99"), (5.0, "p99.999")]
+
+
+def hdr_chart(res: dict, per_target: dict[str, dict[int, Slice]], c: int, metric: str, name: str) -> Chart:
+    series = []
+    m = HIST_METRICS[metric]
+    top = 0.0
+    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
+        sl = per_target.get(label, {}).get(c)
+        if sl is None:
+            continue
+        text = (sl.d.get("histograms") or {}).get(metric)
+        if not text:
+            continue
+        xs, ys = percentile_curve(Hist.decode(text, m.scale, m.unit), m.divisor)
+        if not xs:
+            continue
+        top = max(top, xs[-1])
+        tips = [f"{label} C={c}: {name} p{_pct(x)} = {y:.2f} ms" for x, y in zip(xs, ys)]
+        series.append(Series(label, xs, ys, color, marker=False, tips=tips, width=2.2))
+    ticks = [(x, lbl) for x, lbl in NINES if x <= top + 1e-9]
+    return Chart(f"{name} by percentile at C={c}", series, xlabel="percentile", ylabel="ms (log scale)", xlog=False,
+                 ylog=True, xticks=ticks, empty=f"no {name} histogram at C={c}")
+
+
+def _pct(x: float) -> str:
+    p = (1 - 10 ** -x) * 100
+    return f"{p:.3f}".rstrip("0").rstrip(".")
+
+
+def figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300) -> str:
+    """The chart as the page shows it: caption, note, legend and the inline SVG."""
+    dashed = ' stroke-dasharray="4 3"'
+    legend = "".join(
+        f'<span class="key"><svg width="22" height="10"><line x1="1" x2="21" y1="5" y2="5" stroke="{col}" '
+        f'stroke-width="2.4"{dashed if dash else ""}/></svg>{escape(lbl)}</span>'
+        for lbl, col, dash in legend_items(chart))
+    if chart.spans:
+        legend += f'<span class="key"><span class="swatch" style="background:{CROSS_COLOUR}"></span>crossover interval</span>'
+    flagged = any(f for s in chart.series for f in (s.flags or []))
+    if flagged:
+        legend += ('<span class="key"><span class="ring" style="border-color:#d39200"></span>client-bound / approx.</span>'
+                   '<span class="key"><span class="ring" style="border-color:#d42a2a"></span>failures / incomplete</span>')
+    note = f'<div class="note">{escape(chart.note)}</div>' if chart.note else ""
+    return (f'<figure class="fig {cls}"><figcaption>{escape(chart.title)}</figcaption>{note}'
+            f'<div class="legend">{legend}</div>{svg(chart, width, height)}</figure>')
+
+
+def write_pngs(out_dir: Path, charts: dict[str, list[Chart]]) -> list[Path]:
+    """Two PNGs per workload: throughput (+ Δ) and latency (+ acceptance)."""
+    from loadgen.report.charts import png
+
+    paths = []
+    for wl, (thr, dlt, ttft, itl, acc) in charts.items():
+        name = slug(wl)
+        paths.append(png([thr, dlt], out_dir / "plots" / f"{name}-throughput.png", title=f"{wl}: output throughput"))
+        paths.append(png([ttft, itl, acc], out_dir / "plots" / f"{name}-latency.png",
+                         title=f"{wl}: latency and acceptance"))
+    return paths
