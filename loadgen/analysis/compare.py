@@ -1,50 +1,78 @@
 """From a results file to crossover analyses: per workload, per metric, baseline vs speculative.
 
+In: a results document (``run.json``, live or reloaded). Out: a ``RunAnalysis`` (``run_analysis``),
+whose ``to_dict`` is crossover.json (``analyze_run``): per workload and metric a ``MetricResult``
+(the ``MetricAnalysis``, its verdict and sentence), per workload its ``WorkloadCoverage``.
+
 Each stage's steady window is cut into bins (loadgen/stage/timeline.py); a metric's
 value in each bin is one sample, and loadgen.analysis.crossover bootstraps over those
 samples. Stages repeated for the same target, workload and concurrency pool
-their bins.
+their bins. The metrics compared, their labels, units and order are declared by the
+metric modules (loadgen.metrics.CROSSOVER).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from loadgen.analysis.crossover import NOT_COMPARED, MetricAnalysis, Scope, StageSamples, analyze, verdict
+from loadgen.analysis.coverage import (
+    CUT_BY,
+    Coverage,
+    WorkloadCoverage,
+    coverage,
+    cut_words,
+    fmt_cs,
+    planned_stages,
+    run_cut_words,
+    window_whole,
+)
+from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
 from loadgen.errors import LoadgenError
+from loadgen.metrics import CROSSOVER, CrossoverSample
 from loadgen.stage.timeline import Timeline
 
 
 @dataclass(frozen=True)
 class CrossoverMetric:
-    name: str
-    label: str
-    unit: str
-    higher_is_better: bool
+    """A crossover metric as loadgen.metrics declares it, and its per-window samples off a stage's timeline."""
+
+    spec: CrossoverSample
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def unit(self) -> str:
+        return self.spec.unit
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.spec.higher_is_better
 
     def samples(self, tl: dict) -> list[float]:
-        n = self.name
-        if n == "output_tokens_per_s":
-            return Timeline.rate(tl, "tokens")
-        if n == "goodput_requests_per_s":
-            return Timeline.rate(tl, "good")
-        if n == "decode_rate":
-            return Timeline.ratio(tl, "decode_rate_sum", "decode_rate_n")
-        base, _, pct = n.rpartition("_p")
-        # A bin's p99 needs enough samples to mean anything; p50 needs a few.
-        return Timeline.percentile(tl, base, float(pct), min_count=20 if pct == "99" else 3)
+        s = self.spec
+        if s.kind == "rate":
+            return Timeline.rate(tl, s.series[0])
+        if s.kind == "ratio":
+            return Timeline.ratio(tl, s.series[0], s.series[1])
+        if s.kind == "percentile":
+            return Timeline.percentile(tl, s.series[0], s.percentile, min_count=s.min_count)
+        raise ValueError(f"{s.name}: unknown kind of crossover sample {s.kind!r}")
 
 
-METRICS = (
-    CrossoverMetric("output_tokens_per_s", "output throughput", "tok/s", True),
-    CrossoverMetric("decode_rate", "per-user decode rate", "tok/s", True),
-    CrossoverMetric("goodput_requests_per_s", "goodput", "req/s", True),
-    CrossoverMetric("ttft_p50", "TTFT p50", "ms", False),
-    CrossoverMetric("ttft_p99", "TTFT p99", "ms", False),
-    CrossoverMetric("itl_p50", "ITL p50", "ms", False),
-    CrossoverMetric("itl_p99", "ITL p99", "ms", False),
-)
+__all__ = ["CrossoverMetric", "METRICS", "BY_NAME", "roles", "workloads_of", "MetricResult", "RunAnalysis",
+           "run_analysis", "analyze_run",
+           # from loadgen.analysis.coverage, imported from here by loadgen/report and loadgen/cli
+           "CUT_BY", "Coverage", "WorkloadCoverage", "coverage", "cut_words", "fmt_cs", "planned_stages",
+           "run_cut_words", "window_whole"]
+
+METRICS = tuple(CrossoverMetric(s) for s in CROSSOVER)
 BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -65,12 +93,6 @@ def roles(doc: dict) -> tuple[str, str]:
     return labels[0], labels[1]
 
 
-def window_whole(s: dict) -> bool:
-    """A stage whose steady window ran its whole length: not incomplete, or (files written before the
-    runner said so itself) cut only in the cool-down. Such a stage counts; its cut is one of its flags."""
-    return not s.get("incomplete") or (s.get("cut") or {}).get("phase") == "cool-down"
-
-
 def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
     """(target, workload, C) → the timelines of every stage slice measured there."""
     out: dict[tuple[str, str, int], list[dict]] = {}
@@ -88,234 +110,74 @@ def workloads_of(doc: dict) -> list[str]:
     return sorted({wl for (_, wl, _) in _slices(doc)})
 
 
-# --------------------------------------------------------------------------- what a verdict rests on
+@dataclass
+class MetricResult:
+    """One metric of one workload in crossover.json: its analysis and its verdict in words.
 
-CUT_BY = {"interrupt": "an interrupt", "max-stage-time": "--max-stage-time", "max-run-time": "--max-run-time",
-          "max-cooldown": "the cool-down limit", "error": "an error"}
+    ``extra``: keys added after the analysis (the simulator's own crossover, ``simulator_truth``),
+    kept through a reload.
+    """
 
+    label: str
+    unit: str
+    analysis: MetricAnalysis
+    recommendation: str
+    verdict: str
+    caveat: str
+    everywhere: bool
+    extra: dict[str, Any] = field(default_factory=dict)
 
-def cut_words(cut: dict | None) -> str:
-    """A stage's ``cut`` record in words: "cut in the warm-up at 41 s by an interrupt" ("" for None)."""
-    if not isinstance(cut, dict):
-        return ""
-    at = cut.get("at_s")
-    where = f" in the {cut['phase']}" if cut.get("phase") else ""
-    when = f" at {at:.0f} s" if isinstance(at, (int, float)) else ""
-    by = CUT_BY.get(cut.get("by"), cut.get("by") or "")
-    return f"cut{where}{when}" + (f" by {by}" if by else "")
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "unit": self.unit, "analysis": self.analysis.to_dict(),
+                "recommendation": self.recommendation, "verdict": self.verdict, "caveat": self.caveat,
+                "everywhere": self.everywhere, **self.extra}
 
-
-def run_cut_words(run: dict) -> str:
-    """How the run ended early, or "" when it ran its plan (older files: ``interrupted``)."""
-    cut = run.get("cut")
-    if isinstance(cut, dict):
-        n = cut.get("stages_not_run")
-        by = CUT_BY.get(cut.get("by"), cut.get("by") or "")
-        rest = f" with {n} planned stage{'' if n == 1 else 's'} not run" if isinstance(n, int) and n > 0 else ""
-        return f"the run was cut{' by ' + by if by else ''}{rest}"
-    if run.get("interrupted"):
-        return "the run was interrupted"
-    return ""
-
-
-def _stage_workloads(s: dict) -> list[str]:
-    wls = list(s.get("workloads") or {})
-    return wls + (["all"] if len(wls) > 1 else [])
-
-
-def _components(spec: str) -> list[str]:
-    """The request workload names a planned workload spec produces (a mix: each part)."""
-    from loadgen.workloads.base import _split_mix
-
-    try:
-        mix = _split_mix(str(spec))
-    except LoadgenError:
-        mix = None
-    return [name for name, w in mix if w > 0] if mix else [str(spec)]
-
-
-def planned_stages(doc: dict, base: str, spec: str) -> list[tuple[str, int, str]] | None:
-    """(workload spec, C, target) the run meant to measure: ``run.planned_stages``, else ladder × workloads ×
-    the two targets (files older than planned_stages); None when the file says neither."""
-    run = doc.get("run", {})
-    ps = run.get("planned_stages")
-    if isinstance(ps, list):
-        return [(str(p["workload"]), int(p["concurrency"]), str(p["target"])) for p in ps
-                if isinstance(p, dict) and {"workload", "concurrency", "target"} <= p.keys()]
-    ladder, wls = run.get("ladder"), run.get("workloads") or ([run["workload"]] if run.get("workload") else None)
-    if ladder and wls:
-        return [(str(w), int(c), t) for w in wls for c in ladder for t in (base, spec)]
-    return None
-
-
-def _flag_labels(target: str, s: dict, m: dict) -> list[str]:
-    """Short labels for what may distort one stage's figures for one workload (full texts: report/table)."""
-    out = []
-    if (s.get("client") or {}).get("client_bound"):
-        out.append(f"{target} client-bound")
-    req = m.get("requests") or {}
-    if req.get("failed"):
-        out.append(f"{target} failed requests")
-    if m.get("token_counts") == "approximate":
-        out.append(f"{target} approximate token counts")
-    if s.get("cut"):
-        out.append(f"{target} {cut_words(s['cut'])}")
-    for n in s.get("notes") or []:
-        # the note's gist, its details left to the flags list: "the load was not measured steady before the
-        # warm-up's cap (0.8 s): the window opened there" -> "spec noted: the load was not measured steady ..."
-        # (figures in brackets dropped, not cut at: "the window (10.0 s) is shorter than ..." read "the window")
-        gist = re.split(r": |; ", re.sub(r" \([^)]*\)", "", str(n)), maxsplit=1)[0].strip()
-        out.append(f"{target} noted: {gist[:77] + '...' if len(gist) > 80 else gist}")
-    return out
+    @classmethod
+    def from_dict(cls, d: dict) -> "MetricResult":
+        known = ("label", "unit", "analysis", "recommendation", "verdict", "caveat", "everywhere")
+        return cls(d["label"], d["unit"], MetricAnalysis.from_dict(d["analysis"]), d.get("recommendation", ""),
+                   d.get("verdict", ""), d.get("caveat", ""), d.get("everywhere", False),
+                   {k: v for k, v in d.items() if k not in known})
 
 
 @dataclass
-class Coverage:
-    """One workload: what the plan meant, what both targets measured, what is missing, cut or flagged."""
+class RunAnalysis:
+    """A run's analysis (crossover.json): per workload, per metric a ``MetricResult``; per workload its coverage.
 
-    workload: str
-    planned: dict[str, list[int]]
-    """target → planned concurrencies (empty when the file has no plan)."""
-    complete: dict[str, list[int]]
-    """target → concurrencies with a complete stage."""
-    missing: dict[int, str]
-    flagged: dict[int, list[str]]
-    cut: str
-
-    @property
-    def compared(self) -> list[int]:
-        sets = list(self.complete.values())
-        return sorted(set(sets[0]) & set(sets[1])) if len(sets) == 2 else []
-
-    def scope(self) -> Scope:
-        planned = sorted({c for cs in self.planned.values() for c in cs})
-        return Scope(planned=planned, missing=dict(self.missing), flagged=dict(self.flagged), cut=self.cut)
-
-    def not_compared_sentence(self, stages: dict[str, dict[str, list[int]]]) -> str:
-        parts = []
-        for t, by in stages.items():
-            bits = []
-            if by["complete"]:
-                bits.append(f"measured {fmt_cs(by['complete'])}")
-            if by["cut"]:
-                bits.append(f"cut at {fmt_cs(by['cut'])}")
-            if by["not_run"]:
-                bits.append(f"did not run {fmt_cs(by['not_run'])}")
-            parts.append(f"{t}: {' and '.join(bits) or 'no stage'}")
-        cut = f"; {self.cut}" if self.cut else ""
-        return (f"{self.workload}: not compared: no concurrency has complete stages of both targets "
-                f"({'; '.join(parts)}{cut}).")
-
-    def to_dict(self, recommendation: str = "") -> dict:
-        d = {"status": "compared" if self.compared else NOT_COMPARED,
-             "planned": {t: cs for t, cs in self.planned.items()},
-             "compared": self.compared,
-             "missing": [{"concurrency": c, "why": w} for c, w in sorted(self.missing.items())],
-             "flagged": [{"concurrency": c, "flags": f} for c, f in sorted(self.flagged.items())],
-             "cut": self.cut}
-        if recommendation:
-            d["recommendation"] = recommendation
-        return d
-
-
-def fmt_cs(cs) -> str:
-    return "C=" + ", ".join(str(c) for c in sorted(cs))
-
-
-def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict[str, str]]:
-    """Per workload: its Coverage, and (for workloads never compared) the sentence that says so."""
-    run = doc.get("run", {})
-    stages = doc.get("stages", [])
-    observed = sorted({wl for s in stages for wl in _stage_workloads(s)})
-    plan = planned_stages(doc, base, spec)
-    planned: dict[str, dict[str, set[int]]] = {}
-    if plan is not None:
-        named = {}
-        for w, c, t in plan:
-            comps = _components(w)
-            for name in comps + (["all"] if len(comps) > 1 else []):
-                named.setdefault(name, {}).setdefault(t, set()).add(c)
-        unmatched = [w for w in observed if w not in named]
-        union: dict[str, set[int]] = {}
-        for w, c, t in plan:
-            union.setdefault(t, set()).add(c)
-        for name, by_t in named.items():
-            # a planned name that no stage shows, beside stages under names no plan shows (a dataset file's
-            # spec is its path, its requests carry the dataset's name): the same workload, named twice
-            if name in observed or not unmatched:
-                if name != "all" or name in observed:
-                    planned[name] = by_t
-        for w in unmatched:
-            planned[w] = {t: set(cs) for t, cs in union.items()}
-    cut = run_cut_words(run)
-    out: dict[str, Coverage] = {}
-    sentences: dict[str, str] = {}
-    for wl in sorted(set(observed) | set(planned)):
-        complete: dict[str, set[int]] = {base: set(), spec: set()}
-        cut_at: dict[str, dict[int, list[dict]]] = {base: {}, spec: {}}
-        for s in stages:
-            t = s.get("target")
-            if t not in complete or wl not in _stage_workloads(s):
-                continue
-            if not window_whole(s):
-                cut_at[t].setdefault(s["concurrency"], []).append(s)
-            else:
-                complete[t].add(s["concurrency"])
-        plan_wl = {t: planned.get(wl, {}).get(t, set()) for t in (base, spec)}
-        both = complete[base] & complete[spec]
-        missing: dict[int, str] = {}
-        consider = set().union(*plan_wl.values(), *(set(v) for v in cut_at.values()))
-        for c in sorted(consider - both):
-            whys = []
-            for t in (base, spec):
-                if c in complete[t]:
-                    continue
-                if c in cut_at[t]:
-                    words = [cut_words(s.get("cut")) for s in cut_at[t][c]]
-                    whys.append(f"{t} {next((w for w in words if w), 'incomplete (interrupted)')}")
-                elif c in plan_wl[t]:
-                    whys.append(f"{t} not run")
-                else:
-                    whys.append(f"{t} not planned")
-            missing[c] = "not run" if whys == [f"{base} not run", f"{spec} not run"] else ", ".join(whys)
-        flagged: dict[int, list[str]] = {}
-        for s in stages:
-            t = s.get("target")
-            if t not in complete or not window_whole(s) or s["concurrency"] not in both:
-                continue
-            if wl not in _stage_workloads(s):
-                continue
-            m = s if wl == "all" else s["workloads"][wl]
-            for label in _flag_labels(t, s, m):
-                if label not in flagged.setdefault(s["concurrency"], []):
-                    flagged[s["concurrency"]].append(label)
-        cov = Coverage(wl, {t: sorted(v) for t, v in plan_wl.items()}, {t: sorted(v) for t, v in complete.items()},
-                       missing, {c: f for c, f in flagged.items() if f}, cut)
-        out[wl] = cov
-        if not both:
-            by = {t: {"complete": sorted(complete[t]), "cut": sorted(set(cut_at[t]) - complete[t]),
-                      "not_run": sorted(plan_wl[t] - complete[t] - set(cut_at[t]))} for t in (base, spec)}
-            sentences[wl] = cov.not_compared_sentence(by)
-    return out, sentences
-
-
-def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
-                seed: int = 0) -> dict:
-    """{"baseline", "spec", "confidence", "workloads": {workload: {metric: {"label", "unit", "analysis":
-    asdict(MetricAnalysis), "recommendation": str, "verdict": kind, "caveat": str}}}, "coverage": {workload:
-    Coverage.to_dict()}}.
-
-    Every workload of the plan or the stages is in "workloads"; one never compared (no concurrency with
-    complete stages of both targets) has no metric there and "coverage" says "not compared", with its sentence.
+    Every workload of the plan or the stages is in ``workloads``; one never compared (no concurrency with
+    complete stages of both targets) has no metric there and its coverage says "not compared", with its sentence.
     """
+
+    baseline: str
+    spec: str
+    confidence: float
+    workloads: dict[str, dict[str, MetricResult]]
+    coverage: dict[str, WorkloadCoverage]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
+                "workloads": {wl: {name: m.to_dict() for name, m in per.items()} for wl, per in self.workloads.items()},
+                "coverage": {wl: c.to_dict() for wl, c in self.coverage.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunAnalysis":
+        return cls(d["baseline"], d["spec"], d["confidence"],
+                   {wl: {name: MetricResult.from_dict(m) for name, m in per.items()}
+                    for wl, per in d.get("workloads", {}).items()},
+                   {wl: WorkloadCoverage.from_dict(c) for wl, c in (d.get("coverage") or {}).items()})
+
+
+def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
+                 seed: int = 0) -> RunAnalysis:
+    """The analysis of a results document (see :class:`RunAnalysis`)."""
     base, spec = roles(doc)
     slices = _slices(doc)
     covs, not_compared = coverage(doc, base, spec)
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
-    out: dict = {"baseline": base, "spec": spec, "confidence": confidence, "workloads": {}, "coverage": {}}
+    out = RunAnalysis(base, spec, confidence, {}, {})
     for wl, cov in covs.items():
-        per_metric = {}
+        per_metric: dict[str, MetricResult] = {}
         scope = cov.scope()
         wl_ladder = ladder if ladder else (scope.planned or None)
         for m in metrics:
@@ -333,9 +195,16 @@ def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin:
             a: MetricAnalysis = analyze(m.name, b, s, confidence=confidence, margin=margin, seed=seed,
                                         ladder=wl_ladder)
             v = verdict(a, scope)
-            per_metric[m.name] = {"label": m.label, "unit": m.unit, "analysis": asdict(a),
-                                  "recommendation": v.sentence.replace(m.name + ":", m.label + ":", 1),
-                                  "verdict": v.kind, "caveat": v.caveat, "everywhere": v.everywhere}
-        out["workloads"][wl] = per_metric
-        out["coverage"][wl] = cov.to_dict(not_compared.get(wl, ""))
+            per_metric[m.name] = MetricResult(m.label, m.unit, a, v.sentence.replace(m.name + ":", m.label + ":", 1),
+                                              v.kind, v.caveat, v.everywhere)
+        out.workloads[wl] = per_metric
+        out.coverage[wl] = cov.result(not_compared.get(wl, ""))
     return out
+
+
+def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
+                seed: int = 0) -> dict:
+    """crossover.json: ``run_analysis(...).to_dict()``: {"baseline", "spec", "confidence", "workloads": {workload:
+    {metric: {"label", "unit", "analysis": MetricAnalysis.to_dict(), "recommendation": str, "verdict": kind,
+    "caveat": str, "everywhere": bool}}}, "coverage": {workload: WorkloadCoverage.to_dict()}}."""
+    return run_analysis(doc, metrics, confidence=confidence, margin=margin, seed=seed).to_dict()

@@ -1,0 +1,269 @@
+"""What a run's verdicts rest on, per workload: the plan, what both targets measured, what is missing.
+
+In: a results document (``run.json``: its ``run`` and ``stages``) and the two targets' labels.
+Out: per workload a ``Coverage`` (planned, complete, missing with why, flagged, how the run was cut),
+its ``Scope`` for the verdict's words and its crossover.json form ``WorkloadCoverage``; and the words
+for cut stages and runs (``cut_words``, ``run_cut_words``), which the report uses too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from loadgen.analysis.results import NOT_COMPARED
+from loadgen.analysis.verdict import Scope
+from loadgen.errors import LoadgenError
+
+
+def window_whole(s: dict) -> bool:
+    """A stage whose steady window ran its whole length: not incomplete, or (files written before the
+    runner said so itself) cut only in the cool-down. Such a stage counts; its cut is one of its flags."""
+    return not s.get("incomplete") or (s.get("cut") or {}).get("phase") == "cool-down"
+
+
+# --------------------------------------------------------------------------- what a verdict rests on
+
+CUT_BY = {"interrupt": "an interrupt", "max-stage-time": "--max-stage-time", "max-run-time": "--max-run-time",
+          "max-cooldown": "the cool-down limit", "error": "an error"}
+
+
+def cut_words(cut: dict | None) -> str:
+    """A stage's ``cut`` record in words: "cut in the warm-up at 41 s by an interrupt" ("" for None)."""
+    if not isinstance(cut, dict):
+        return ""
+    at = cut.get("at_s")
+    where = f" in the {cut['phase']}" if cut.get("phase") else ""
+    when = f" at {at:.0f} s" if isinstance(at, (int, float)) else ""
+    by = CUT_BY.get(cut.get("by"), cut.get("by") or "")
+    return f"cut{where}{when}" + (f" by {by}" if by else "")
+
+
+def run_cut_words(run: dict) -> str:
+    """How the run ended early, or "" when it ran its plan (older files: ``interrupted``)."""
+    cut = run.get("cut")
+    if isinstance(cut, dict):
+        n = cut.get("stages_not_run")
+        by = CUT_BY.get(cut.get("by"), cut.get("by") or "")
+        rest = f" with {n} planned stage{'' if n == 1 else 's'} not run" if isinstance(n, int) and n > 0 else ""
+        return f"the run was cut{' by ' + by if by else ''}{rest}"
+    if run.get("interrupted"):
+        return "the run was interrupted"
+    return ""
+
+
+def _stage_workloads(s: dict) -> list[str]:
+    wls = list(s.get("workloads") or {})
+    return wls + (["all"] if len(wls) > 1 else [])
+
+
+def _components(spec: str) -> list[str]:
+    """The request workload names a planned workload spec produces (a mix: each part)."""
+    from loadgen.workloads.base import _split_mix
+
+    try:
+        mix = _split_mix(str(spec))
+    except LoadgenError:
+        mix = None
+    return [name for name, w in mix if w > 0] if mix else [str(spec)]
+
+
+def planned_stages(doc: dict, base: str, spec: str) -> list[tuple[str, int, str]] | None:
+    """(workload spec, C, target) the run meant to measure: ``run.planned_stages``, else ladder × workloads ×
+    the two targets (files older than planned_stages); None when the file says neither."""
+    run = doc.get("run", {})
+    ps = run.get("planned_stages")
+    if isinstance(ps, list):
+        return [(str(p["workload"]), int(p["concurrency"]), str(p["target"])) for p in ps
+                if isinstance(p, dict) and {"workload", "concurrency", "target"} <= p.keys()]
+    ladder, wls = run.get("ladder"), run.get("workloads") or ([run["workload"]] if run.get("workload") else None)
+    if ladder and wls:
+        return [(str(w), int(c), t) for w in wls for c in ladder for t in (base, spec)]
+    return None
+
+
+def _flag_labels(target: str, s: dict, m: dict) -> list[str]:
+    """Short labels for what may distort one stage's figures for one workload (full texts: report/table)."""
+    out = []
+    if (s.get("client") or {}).get("client_bound"):
+        out.append(f"{target} client-bound")
+    req = m.get("requests") or {}
+    if req.get("failed"):
+        out.append(f"{target} failed requests")
+    if m.get("token_counts") == "approximate":
+        out.append(f"{target} approximate token counts")
+    if s.get("cut"):
+        out.append(f"{target} {cut_words(s['cut'])}")
+    for n in s.get("notes") or []:
+        # the note's gist, its details left to the flags list: "the load was not measured steady before the
+        # warm-up's cap (0.8 s): the window opened there" -> "spec noted: the load was not measured steady ..."
+        # (figures in brackets dropped, not cut at: "the window (10.0 s) is shorter than ..." read "the window")
+        gist = re.split(r": |; ", re.sub(r" \([^)]*\)", "", str(n)), maxsplit=1)[0].strip()
+        out.append(f"{target} noted: {gist[:77] + '...' if len(gist) > 80 else gist}")
+    return out
+
+
+@dataclass
+class Coverage:
+    """One workload: what the plan meant, what both targets measured, what is missing, cut or flagged."""
+
+    workload: str
+    planned: dict[str, list[int]]
+    """target → planned concurrencies (empty when the file has no plan)."""
+    complete: dict[str, list[int]]
+    """target → concurrencies with a complete stage."""
+    missing: dict[int, str]
+    flagged: dict[int, list[str]]
+    cut: str
+
+    @property
+    def compared(self) -> list[int]:
+        sets = list(self.complete.values())
+        return sorted(set(sets[0]) & set(sets[1])) if len(sets) == 2 else []
+
+    def scope(self) -> Scope:
+        planned = sorted({c for cs in self.planned.values() for c in cs})
+        return Scope(planned=planned, missing=dict(self.missing), flagged=dict(self.flagged), cut=self.cut)
+
+    def not_compared_sentence(self, stages: dict[str, dict[str, list[int]]]) -> str:
+        parts = []
+        for t, by in stages.items():
+            bits = []
+            if by["complete"]:
+                bits.append(f"measured {fmt_cs(by['complete'])}")
+            if by["cut"]:
+                bits.append(f"cut at {fmt_cs(by['cut'])}")
+            if by["not_run"]:
+                bits.append(f"did not run {fmt_cs(by['not_run'])}")
+            parts.append(f"{t}: {' and '.join(bits) or 'no stage'}")
+        cut = f"; {self.cut}" if self.cut else ""
+        return (f"{self.workload}: not compared: no concurrency has complete stages of both targets "
+                f"({'; '.join(parts)}{cut}).")
+
+    def result(self, recommendation: str = "") -> "WorkloadCoverage":
+        return WorkloadCoverage("compared" if self.compared else NOT_COMPARED, dict(self.planned), self.compared,
+                                dict(sorted(self.missing.items())), dict(sorted(self.flagged.items())), self.cut,
+                                recommendation)
+
+    def to_dict(self, recommendation: str = "") -> dict:
+        return self.result(recommendation).to_dict()
+
+
+@dataclass
+class WorkloadCoverage:
+    """crossover.json's ``coverage`` entry of one workload, typed: what was compared and what was not.
+
+    ``recommendation``: for a workload never compared, the sentence that says so ("" otherwise).
+    """
+
+    status: str
+    """"compared" or "not compared"."""
+    planned: dict[str, list[int]]
+    compared: list[int]
+    missing: dict[int, str]
+    flagged: dict[int, list[str]]
+    cut: str
+    recommendation: str = ""
+
+    def scope(self) -> Scope:
+        planned = sorted({c for cs in self.planned.values() for c in cs})
+        return Scope(planned=planned, missing=dict(self.missing), flagged=dict(self.flagged), cut=self.cut)
+
+    def to_dict(self) -> dict:
+        d = {"status": self.status,
+             "planned": {t: cs for t, cs in self.planned.items()},
+             "compared": self.compared,
+             "missing": [{"concurrency": c, "why": w} for c, w in sorted(self.missing.items())],
+             "flagged": [{"concurrency": c, "flags": f} for c, f in sorted(self.flagged.items())],
+             "cut": self.cut}
+        if self.recommendation:
+            d["recommendation"] = self.recommendation
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "WorkloadCoverage":
+        return cls(d.get("status", ""), {t: list(cs) for t, cs in (d.get("planned") or {}).items()},
+                   list(d.get("compared") or []), {m["concurrency"]: m["why"] for m in d.get("missing") or []},
+                   {f["concurrency"]: list(f["flags"]) for f in d.get("flagged") or []}, d.get("cut", ""),
+                   d.get("recommendation", ""))
+
+
+def fmt_cs(cs) -> str:
+    return "C=" + ", ".join(str(c) for c in sorted(cs))
+
+
+def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict[str, str]]:
+    """Per workload: its Coverage, and (for workloads never compared) the sentence that says so."""
+    run = doc.get("run", {})
+    stages = doc.get("stages", [])
+    observed = sorted({wl for s in stages for wl in _stage_workloads(s)})
+    plan = planned_stages(doc, base, spec)
+    planned: dict[str, dict[str, set[int]]] = {}
+    if plan is not None:
+        named = {}
+        for w, c, t in plan:
+            comps = _components(w)
+            for name in comps + (["all"] if len(comps) > 1 else []):
+                named.setdefault(name, {}).setdefault(t, set()).add(c)
+        unmatched = [w for w in observed if w not in named]
+        union: dict[str, set[int]] = {}
+        for w, c, t in plan:
+            union.setdefault(t, set()).add(c)
+        for name, by_t in named.items():
+            # a planned name that no stage shows, beside stages under names no plan shows (a dataset file's
+            # spec is its path, its requests carry the dataset's name): the same workload, named twice
+            if name in observed or not unmatched:
+                if name != "all" or name in observed:
+                    planned[name] = by_t
+        for w in unmatched:
+            planned[w] = {t: set(cs) for t, cs in union.items()}
+    cut = run_cut_words(run)
+    out: dict[str, Coverage] = {}
+    sentences: dict[str, str] = {}
+    for wl in sorted(set(observed) | set(planned)):
+        complete: dict[str, set[int]] = {base: set(), spec: set()}
+        cut_at: dict[str, dict[int, list[dict]]] = {base: {}, spec: {}}
+        for s in stages:
+            t = s.get("target")
+            if t not in complete or wl not in _stage_workloads(s):
+                continue
+            if not window_whole(s):
+                cut_at[t].setdefault(s["concurrency"], []).append(s)
+            else:
+                complete[t].add(s["concurrency"])
+        plan_wl = {t: planned.get(wl, {}).get(t, set()) for t in (base, spec)}
+        both = complete[base] & complete[spec]
+        missing: dict[int, str] = {}
+        consider = set().union(*plan_wl.values(), *(set(v) for v in cut_at.values()))
+        for c in sorted(consider - both):
+            whys = []
+            for t in (base, spec):
+                if c in complete[t]:
+                    continue
+                if c in cut_at[t]:
+                    words = [cut_words(s.get("cut")) for s in cut_at[t][c]]
+                    whys.append(f"{t} {next((w for w in words if w), 'incomplete (interrupted)')}")
+                elif c in plan_wl[t]:
+                    whys.append(f"{t} not run")
+                else:
+                    whys.append(f"{t} not planned")
+            missing[c] = "not run" if whys == [f"{base} not run", f"{spec} not run"] else ", ".join(whys)
+        flagged: dict[int, list[str]] = {}
+        for s in stages:
+            t = s.get("target")
+            if t not in complete or not window_whole(s) or s["concurrency"] not in both:
+                continue
+            if wl not in _stage_workloads(s):
+                continue
+            m = s if wl == "all" else s["workloads"][wl]
+            for label in _flag_labels(t, s, m):
+                if label not in flagged.setdefault(s["concurrency"], []):
+                    flagged[s["concurrency"]].append(label)
+        cov = Coverage(wl, {t: sorted(v) for t, v in plan_wl.items()}, {t: sorted(v) for t, v in complete.items()},
+                       missing, {c: f for c, f in flagged.items() if f}, cut)
+        out[wl] = cov
+        if not both:
+            by = {t: {"complete": sorted(complete[t]), "cut": sorted(set(cut_at[t]) - complete[t]),
+                      "not_run": sorted(plan_wl[t] - complete[t] - set(cut_at[t]))} for t in (base, spec)}
+            sentences[wl] = cov.not_compared_sentence(by)
+    return out, sentences

@@ -1,0 +1,320 @@
+"""A metric's verdict in words, claiming no more than was measured.
+
+In: a ``MetricAnalysis`` and the ``Scope`` it rests on (the plan, what is missing, flagged or
+cut). Out: a ``Verdict``: its kind, the sentence (where to enable speculation) and the caveat;
+``more_data_factor`` says how many more windows an inconclusive stage needs
+(loadgen.analysis.crossover §3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Collection, Iterable, Sequence
+
+from loadgen.analysis import stats
+from loadgen.analysis.locate import _family_level
+from loadgen.analysis.results import (
+    BASELINE,
+    INCONCLUSIVE,
+    NOT_COMPARED,
+    SPEC,
+    SPEC_TO_BASELINE,
+    TIE,
+    Crossover,
+    MetricAnalysis,
+    StageComparison,
+)
+
+
+@dataclass
+class Scope:
+    """What a verdict rests on beyond the comparisons: the plan, and what went wrong where.
+
+    :mod:`loadgen.analysis.compare` builds one per workload from a run's stages.
+    ``planned``: the concurrencies the plan meant both targets to run.
+    ``missing``: concurrency → why it was not measured by both targets
+    ("spec not run", "spec cut in the warm-up at 41 s by an interrupt"); planned ones,
+    and refinement stages that were cut.  ``flagged``: compared concurrency →
+    short labels of what may have distorted its figures ("spec client-bound").
+    ``cut``: how the run ended early ("the run was interrupted with 3 stages
+    not run"), "" when it ran to its end.
+    """
+
+    planned: list[int]
+    missing: dict[int, str] = field(default_factory=dict)
+    flagged: dict[int, list[str]] = field(default_factory=dict)
+    cut: str = ""
+
+
+@dataclass
+class Verdict:
+    """A metric's verdict in words.
+
+    ``kind``: "cross", "spec", "baseline", "tie" (every stage a measured tie),
+    "inconclusive" (no winner anywhere and some tie is too wide to call),
+    "spec-some", "baseline-some", "mixed" (flips seen only stage by stage),
+    "not compared" (no stage measured by both targets).
+    ``text``: what was found; ``caveat``: what it rests on (measured range
+    against the plan, stages missing or flagged), "" when the whole plan was
+    compared with nothing flagged.  ``everywhere``: the text claims a rule for
+    every concurrency ("enabling it everywhere is safe"), allowed only when
+    every planned stage was compared, none flagged, none inconclusive.
+    """
+
+    kind: str
+    text: str
+    caveat: str = ""
+    everywhere: bool = False
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.text} {self.caveat}" if self.caveat else self.text
+
+
+def _fmt_c(x: float) -> str:
+    if x >= 10:
+        return str(int(round(x)))
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def _fmt_range(lo: int, hi: int) -> str:
+    return f"C={lo}" if lo == hi else f"C={lo}–{hi}"
+
+
+def _fmt_cs(cs: Iterable[int]) -> str:
+    return "C=" + ", ".join(str(c) for c in sorted(cs))
+
+
+def _runs(chosen: Collection[int], order: Sequence[int]) -> list[str]:
+    """``chosen`` concurrencies as ranges of neighbours in ``order`` (the measured stages)."""
+    out: list[list[int]] = []
+    prev = None
+    for c in order:
+        if c in chosen:
+            if out and prev in chosen:
+                out[-1].append(c)
+            else:
+                out.append([c])
+        prev = c
+    return [_fmt_range(r[0], r[-1]) for r in out]
+
+
+def _stage_scale(analysis: MetricAnalysis) -> float:
+    """Family-level interval width over the per-stage one (Šidák level over the ladder, module doc §4)."""
+    k = sum(1 for c in analysis.comparisons if c.delta is not None and c.concurrency in analysis.ladder) or 1
+    level = _family_level(analysis.confidence, k)
+    return stats.z_ppf(0.5 + level / 2.0) / stats.z_ppf(0.5 + analysis.confidence / 2.0)
+
+
+def more_data_factor(c: StageComparison, family_scale: float = 1.0) -> float | None:
+    """About how many times its windows a stage needs for its interval to narrow to ±tie_margin (module doc §3).
+
+    The interval's half-width h (log scale) falls as 1/sqrt(windows), so it
+    takes (h / log(1 + tie_margin))².  ``family_scale`` widens h for a stage
+    that is significant alone but tied at the whole-ladder level, where it is
+    judged.  None without an interval.
+    """
+    if c.delta is None or c.ci_low is None or c.ci_high is None:
+        return None
+    lo, hi = max(c.ci_low, -0.999999), c.ci_high
+    h = (math.log1p(hi) - math.log1p(lo)) / 2.0 * (family_scale if c.verdict != TIE else 1.0)
+    if h <= 0.0:
+        return None
+    return (h / math.log1p(c.tie_margin)) ** 2
+
+
+def _times(f: float) -> str:
+    if f < 10:
+        return f"{max(2, math.ceil(f))}×"
+    digits = 10 ** (len(str(int(f))) - 2)
+    return f"{int(math.ceil(f / digits) * digits)}×"
+
+
+def _why_inconclusive(analysis: MetricAnalysis, cs: Sequence[int]) -> str:
+    """One sentence: why the ties at ``cs`` are inconclusive and how much more data would settle them."""
+    by_c = {c.concurrency: c for c in analysis.comparisons}
+    order = [c.concurrency for c in analysis.comparisons]
+    scale = _stage_scale(analysis)
+    without = [c for c in cs if by_c[c].ci_low is None]
+    with_iv = [c for c in cs if by_c[c].ci_low is not None]
+    m = f"±{by_c[cs[0]].tie_margin * 100:g} %"
+    parts = []
+    if with_iv:
+        def width(c: int) -> float:
+            x = by_c[c]
+            return math.log1p(x.ci_high) - math.log1p(max(x.ci_low, -0.999999))
+
+        w = max(with_iv, key=width)
+        x = by_c[w]
+        iv = f"[{x.ci_low * 100:+.1f}, {x.ci_high * 100:+.1f}] %"
+        if len(with_iv) == 1:
+            head = f"At C={w} the interval {iv} is wider than the {m} needed to call a tie"
+        else:
+            head = (f"At {', '.join(_runs(with_iv, order))} the intervals (widest {iv} at C={w}) are wider than "
+                    f"the {m} needed to call a tie")
+        factors = [f for f in (more_data_factor(by_c[c], scale) for c in with_iv) if f is not None]
+        if factors:
+            head += (f"; narrowing {'it' if len(with_iv) == 1 else 'them all'} to {m} would take about "
+                     f"{_times(max(factors))} as many windows (longer windows or repeated stages)")
+        parts.append(head)
+    if without:
+        parts.append(f"{'at' if parts else 'At'} {', '.join(_runs(without, order))} there were too few samples "
+                     "for an interval")
+    return "; ".join(parts) + "."
+
+
+def _caveat(analysis: MetricAnalysis, scope: Scope | None) -> tuple[str, list[str]]:
+    """(sentence naming what the verdict rests on, the reasons an everywhere-claim is not allowed)."""
+    comps = analysis.comparisons
+    compared = [c.concurrency for c in comps]
+    measured = _fmt_range(compared[0], compared[-1])
+    planned = sorted(scope.planned) if scope is not None else list(analysis.ladder)
+    missing: dict[int, str] = dict(scope.missing) if scope is not None else {}
+    for c in planned:
+        if c not in compared and c not in missing:
+            if scope is not None:  # both ran it (else scope.missing says so): the metric had too few samples
+                missing[c] = "too few samples of this metric"
+            else:
+                missing[c] = "only one target measured it" if c in analysis.unpaired else "not measured"
+    flagged = {c: scope.flagged[c] for c in compared if scope is not None and scope.flagged.get(c)}
+    cut = scope.cut if scope is not None else ""
+    bits, blockers = [], []
+    if missing:
+        all_cs = sorted(set(planned) | set(compared))
+        by_why: dict[str, list[int]] = {}
+        for c, why in sorted(missing.items()):
+            by_why.setdefault(why, []).append(c)
+        miss = "; ".join(f"{_fmt_cs(cs)} ({why})" for why, cs in by_why.items())
+        of = f" of the planned {_fmt_range(all_cs[0], all_cs[-1])}" if planned else ""
+        bits.append(f"Measured {measured}{of}; not measured by both targets: {miss}")
+        blockers.append(f"{_fmt_cs(missing)} {'was' if len(missing) == 1 else 'were'} not compared")
+    if cut:
+        bits.append(("; " if bits else "") + cut)
+    if flagged:
+        by_label: dict[str, list[int]] = {}
+        for c, labels in sorted(flagged.items()):
+            for label in labels:
+                by_label.setdefault(label, []).append(c)
+        flag_txt = "; ".join(f"{label} at {_fmt_cs(cs)}" for label, cs in by_label.items())
+        bits.append((". " if bits else "") + f"Flagged (figures may be distorted): {flag_txt}")
+        n = len(flagged)
+        blockers.append("every compared stage is flagged" if n == len(compared) and n > 1 else
+                        f"{n} of the {len(compared)} compared stages {'is' if n == 1 else 'are'} flagged")
+    text = "".join(bits)
+    if text:
+        text = text[0].upper() + text[1:] + "."
+    return text, blockers
+
+
+def verdict(analysis: MetricAnalysis, scope: Scope | None = None) -> Verdict:
+    """The verdict of one metric in plain words (see :class:`Verdict`), limited to what was measured.
+
+    Without ``scope`` the analysis' ``ladder`` is taken as the plan (a planned
+    concurrency that was not compared is missing) and no stage is flagged.
+    """
+    comps = analysis.comparisons
+    name = analysis.metric
+    if not comps:
+        return Verdict(NOT_COMPARED, f"{name}: not compared: no stage was measured by both targets.")
+    measured = _fmt_range(comps[0].concurrency, comps[-1].concurrency)
+    order = [c.concurrency for c in comps]
+    pct = f"{analysis.confidence * 100:g} %"
+    xs = analysis.crossovers
+    caveat, blockers = _caveat(analysis, scope)
+    by_c = {c.concurrency: c for c in comps}
+
+    def where(v: str) -> list[str]:
+        return [_fmt_range(r.low_c, r.high_c) for r in analysis.regions if r.verdict == v]
+
+    tied = [c for r in analysis.regions if r.verdict == TIE for c in r.concurrencies]
+    # a tie inside a crossover's span is where it crosses: the crossover's interval already says how sure
+    unsure = [c for c in tied if by_c[c].wide and not any(x.low_c < c < x.high_c for x in xs)]
+    sure = [c for c in tied if not by_c[c].wide]
+    why = (" " + _why_inconclusive(analysis, unsure)) if unsure else ""
+    if unsure:
+        blockers.append(f"{_fmt_cs(unsure)} {'is' if len(unsure) == 1 else 'are'} inconclusive")
+
+    def interval(x: Crossover) -> str:
+        return f"{pct} interval {_fmt_c(x.ci_low)}–{_fmt_c(x.ci_high)}"
+
+    def gap(x: Crossover) -> str:
+        if x.local_high_c / x.local_low_c <= 1.5:
+            return ""
+        return (
+            f" It was interpolated between C={x.local_low_c} and C={x.local_high_c}; "
+            "measuring stages between them would place it better."
+        )
+
+    def elsewhere() -> str:
+        """How the stages without a winner read: 'tied', 'inconclusive' or both."""
+        if not unsure:
+            return " and tied elsewhere"
+        if sure:
+            return f", tied at {', '.join(_runs(sure, order))} and inconclusive at {', '.join(_runs(unsure, order))}"
+        return " and inconclusive elsewhere"
+
+    spec_at, base_at = where(SPEC), where(BASELINE)
+    if len(xs) == 1:
+        x = xs[0]
+        if x.direction == SPEC_TO_BASELINE:
+            text = (f"{name}: enable speculation below C≈{_fmt_c(x.estimate)} ({interval(x)}); above it the "
+                    f"baseline is better (measured {measured}).")
+        else:
+            text = (f"{name}: enable speculation above C≈{_fmt_c(x.estimate)} ({interval(x)}); below it the "
+                    f"baseline is better (measured {measured}).")
+        return Verdict("cross", text + gap(x) + why, caveat)
+    if len(xs) > 1:
+        parts = [
+            f"{'stops' if x.direction == SPEC_TO_BASELINE else 'starts'} paying off at C≈{_fmt_c(x.estimate)} ({interval(x)})"
+            for x in xs
+        ]
+        text = (
+            f"{name}: {len(xs)} crossovers — speculation {', then '.join(parts)}. "
+            f"Speculation is better at {', '.join(spec_at) or 'no measured stage'}; "
+            f"the baseline at {', '.join(base_at) or 'no measured stage'} (measured {measured})."
+        )
+        return Verdict("cross", text + why, caveat)
+    if analysis.candidates:
+        hints = ", ".join(
+            f"C≈{_fmt_c(x.estimate)} (between C={x.low_c} and C={x.high_c})" for x in analysis.candidates
+        )
+        text = (
+            f"{name}: no crossover confirmed over the whole ladder ({measured}); stage by stage the better target "
+            f"seems to change near {hints}, but not clearly enough to rely on. Measure longer or repeat those stages."
+        )
+        return Verdict("mixed", text, caveat)
+    if spec_at and not base_at:
+        if len(spec_at) == 1 and spec_at[0] == measured:
+            return Verdict("spec", f"{name}: speculation wins at every measured concurrency ({measured}); no crossover.",
+                           caveat)
+        if not blockers:
+            return Verdict("spec-some", f"{name}: speculation is better at {', '.join(spec_at)} and tied elsewhere in "
+                           f"{measured}; it never loses, so enabling it everywhere is safe; no crossover.", caveat,
+                           everywhere=True)
+        return Verdict("spec-some", f"{name}: speculation is better at {', '.join(spec_at)}{elsewhere()} in {measured}; "
+                       f"it lost at no measured stage, but that does not show enabling it everywhere is safe: "
+                       f"{'; '.join(blockers)}; no crossover.{why}", caveat)
+    if base_at and not spec_at:
+        if len(base_at) == 1 and base_at[0] == measured:
+            return Verdict("baseline", f"{name}: the baseline wins at every measured concurrency ({measured}); do not "
+                           "enable speculation.", caveat)
+        never = "speculation never wins" if not blockers else "speculation won at no measured stage"
+        return Verdict("baseline-some", f"{name}: the baseline is better at {', '.join(base_at)}{elsewhere()} in "
+                       f"{measured}; {never}; no crossover.{why}", caveat)
+    if not unsure:
+        return Verdict("tie", f"{name}: no difference beyond the noise at any measured concurrency ({measured}); "
+                       "no crossover.", caveat)
+    if not sure:
+        return Verdict(INCONCLUSIVE, f"{name}: inconclusive at every measured concurrency ({measured}): no stage "
+                       f"shows a difference that holds over the whole ladder, but none rules one out; no crossover.{why}", caveat)
+    return Verdict(INCONCLUSIVE, f"{name}: no difference beyond the noise at {', '.join(_runs(sure, order))}, "
+                   f"inconclusive at {', '.join(_runs(unsure, order))} ({measured}); no crossover.{why}", caveat)
+
+
+def recommendation(analysis: MetricAnalysis, scope: Scope | None = None) -> str:
+    """A plain-words sentence or two saying where to enable speculation, and what that rests on.
+
+    See :func:`verdict`; this is its text followed by its caveat.
+    """
+    return verdict(analysis, scope).sentence
