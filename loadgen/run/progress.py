@@ -1,9 +1,24 @@
-"""A live progress line for long runs: stage, target, phase, elapsed, requests, current tok/s."""
+"""A stage's progress: what it reports once a second, and the live line that shows it.
+
+In: a running stage's client, folder and window state (``report_progress``),
+or several processes' reports (``sum_progress``). Out: progress dicts
+{phase, elapsed_s, completed, failed, tokens_per_s, remaining_s}, and the
+terminal line :class:`ProgressLine` writes from them (stage, target, phase,
+elapsed, requests, current tok/s, time left).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
+from typing import Callable
+
+from loadgen.client.stream import StreamClient
+from loadgen.run.spec import StageSpec
+from loadgen.run.window import RecordFolder, StageState
+
+_now = time.perf_counter_ns
 
 
 class ProgressLine:
@@ -40,3 +55,47 @@ class ProgressLine:
         if self.tty and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
+
+
+async def report_progress(progress: Callable[[dict], None], client: StreamClient, folder: RecordFolder,
+                          state: StageState, spec: StageSpec, t0: int) -> None:
+    """Once a second: phase, elapsed time, requests finished, tokens/s (chunk arrivals over the last
+    second) and the stage's remaining time as far as it can be told."""
+    last_tokens, last_t = client.tokens_seen, _now()
+    while True:
+        await asyncio.sleep(1.0)
+        t = _now()
+        tps = (client.tokens_seen - last_tokens) / ((t - last_t) / 1e9)
+        last_tokens, last_t = client.tokens_seen, t
+        acc = folder.acc
+        progress({"phase": state.phase(t), "elapsed_s": (t - t0) / 1e9,
+                  "completed": acc.completed if acc else 0, "failed": acc.failed if acc else 0,
+                  "tokens_per_s": tps, "remaining_s": remaining_s(state, spec, t)})
+
+
+def remaining_s(state: StageState, spec: StageSpec, t: int) -> float | None:
+    """The stage's time still to go: the rest of the warm-up (its cap, the pessimistic end), the
+    window, and a cool-down of one request's duration; bounded by the stage's budget."""
+    d = spec.expected_request_s or 0.0
+    window = spec.duration_s if spec.duration_s is not None else None
+    phase = state.phase(t)
+    if phase == "warm-up":
+        cap = spec.max_warmup_s if spec.max_warmup_s is not None else spec.warmup_s
+        rest = max(0.0, cap - (t - state.t0) / 1e9) + (window or 0.0) + d
+    elif phase == "window":
+        rest = (max(0.0, (state.we - t) / 1e9) if window is not None else 0.0) + d
+    else:
+        rest = max(0.0, d - (t - state.we) / 1e9)
+    if spec.max_stage_s:
+        rest = min(rest, max(0.0, spec.max_stage_s - (t - state.t0) / 1e9))
+    return rest
+
+
+def sum_progress(parts: list[dict]) -> dict:
+    """One progress line for several processes: counts and rates add, phase and time are the slowest's."""
+    order = {"warm-up": 0, "window": 1, "cool-down": 2}
+    rem = [p["remaining_s"] for p in parts if p.get("remaining_s") is not None]
+    return {"phase": min((p["phase"] for p in parts), key=lambda ph: order.get(ph, 0)),
+            "elapsed_s": max(p["elapsed_s"] for p in parts),
+            "completed": sum(p["completed"] for p in parts), "failed": sum(p["failed"] for p in parts),
+            "tokens_per_s": sum(p["tokens_per_s"] for p in parts), "remaining_s": max(rem) if rem else None}

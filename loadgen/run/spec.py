@@ -1,0 +1,125 @@
+"""What a stage is asked to do, and the plain types that travel with it.
+
+In: the run's settings (concurrency, warm-up, window, budgets). Out:
+:class:`StageSpec` (one stage's plan), :class:`RunOptions` (what every stage of
+a run shares), :class:`Cut` (where a stage was cut short and by what),
+:class:`WindowProbe` (what watches the server at the window's edges) and
+:class:`Interrupted` (Ctrl-C during a stage, with what it measured). No
+behaviour beyond validation and the time estimate lives here: the lifecycle
+(loadgen/run/lifecycle.py) and the stage order (loadgen/run/order.py) use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from loadgen.client.stream import Timeouts
+from loadgen.client.tokencount import Tokenizer
+from loadgen.errors import LoadgenError
+from loadgen.request import GenRequest
+from loadgen.stage.result import Slo, StageResult
+
+RequestSource = Callable[[int], Iterator[GenRequest]]
+"""seed → an endless, deterministic sequence of requests."""
+
+
+@dataclass
+class StageSpec:
+    concurrency: int
+    duration_s: float | None = 30.0
+    """Length of the steady window; or None with ``requests`` set."""
+    requests: int | None = None
+    """Close the steady window once this many requests have started inside it."""
+    warmup_s: float = 5.0
+    """The shortest warm-up. With ``max_warmup_s`` unset the window opens exactly here."""
+    max_warmup_s: float | None = None
+    """Adaptive warm-up: the window opens at the first moment after ``warmup_s`` when the load is
+    measured to be steady (every user started, the token rate settled; see :class:`Steadiness`),
+    and at the latest here. None: a fixed warm-up of ``warmup_s``."""
+    ramp_s: float = 0.0
+    """Spread the users' first requests evenly over this many seconds.
+
+    Users that all start at once stay in lock-step when their requests take
+    equally long: every prefill lands in one step and the throughput comes in
+    waves. Spread over about one request's duration, arrivals interleave as in
+    real traffic. Keep ``warmup_s`` ≥ ``ramp_s`` + one request duration.
+    """
+    bin_s: float | None = None
+    """Timeline bin width; default: a twentieth of the window (1 s in request-count mode)."""
+    max_cooldown_s: float = 600.0
+    max_stage_s: float | None = None
+    """Budget for the whole stage, from its start to its end. Hit, the stage is cut where it is
+    (warm-up, window or cool-down), kept, marked incomplete, and its note says so."""
+    budget_by: str = "max-stage-time"
+    """The option the budget came from, for the note ("max-stage-time" or "max-run-time")."""
+    expected_request_s: float | None = None
+    """A request's duration as guessed before the stage (for the time estimate and budget split)."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise LoadgenError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.duration_s is None and not self.requests:
+            raise LoadgenError("a stage needs a duration or a request count")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise LoadgenError(f"stage duration must be > 0, got {self.duration_s}")
+        if self.warmup_s < 0:
+            raise LoadgenError(f"warm-up must be >= 0, got {self.warmup_s}")
+        if self.max_stage_s is not None and self.max_stage_s <= 0:
+            raise LoadgenError(f"--{self.budget_by}: the stage budget must be > 0 s, got {self.max_stage_s:g}")
+
+    def estimate_s(self) -> float:
+        """How long the stage should take: warm-up, window, and a cool-down of one request."""
+        d = self.expected_request_s or 0.0
+        warm = self.warmup_s if self.max_warmup_s is None else min(self.max_warmup_s, max(self.warmup_s, self.ramp_s + 2.0))
+        window = self.duration_s if self.duration_s is not None else 10.0
+        est = warm + window + d
+        return min(est, self.max_stage_s) if self.max_stage_s else est
+
+    @property
+    def bin_width_s(self) -> float:
+        """The timeline's bin width: ``bin_s``, else a twentieth of the window (1 s in request-count mode)."""
+        return self.bin_s or (self.duration_s / 20 if self.duration_s is not None else 1.0)
+
+
+@dataclass
+class RunOptions:
+    slo: Slo = None  # type: ignore[assignment]
+    timeouts: Timeouts = Timeouts()
+    tokenizer: Tokenizer | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.slo is None:
+            self.slo = Slo()
+
+
+@dataclass
+class Cut:
+    phase: str
+    """"warm-up", "window" or "cool-down": where the stage was when it was cut."""
+    at_s: float
+    """Seconds since the stage started."""
+    by: str
+    """"interrupt", "max-stage-time", "max-run-time" or "max-cooldown"."""
+
+
+class WindowProbe:
+    """Told when a stage's window opens and closes; what ``at_close`` returns is the stage's ``server``."""
+
+    span_ns: tuple[int, int] | None = None
+    """When it looked at the server (perf_counter ns), once ``at_close`` has returned."""
+
+    async def at_open(self) -> None:  # pragma: no cover - interface
+        pass
+
+    async def at_close(self) -> dict | None:  # pragma: no cover - interface
+        return None
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a stage, carrying what that stage measured until then."""
+
+    def __init__(self, partial: StageResult | None = None) -> None:
+        super().__init__()
+        self.partial = partial
