@@ -6,8 +6,9 @@ local executor, or as a ``loadgen_stage`` message to every worker), tells the
 shape how many users to run, waits for every process's stage result, merges
 them exactly (``StageResult.merge``: HDR histograms, counters and timelines
 add) and writes the merged stage with ``ResultsWriter`` before the next stage
-begins. Order: A@C1, B@C1, A@C2, B@C2, ... so drift hits both targets alike;
-both targets' stages at one concurrency use the same prompt seed.
+begins. Order: A@C1, B@C1, A@C2, B@C2, ... so drift hits both targets alike
+(loadgen.run.order.stage_order, the order ``loadgen run`` takes too); both
+targets' stages at one concurrency use the same prompt seed.
 
 A worker that goes missing (Locust's heartbeat) or never reports: the master
 logs it, merges the other workers' data, and marks the stage incomplete.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import orjson
 
+from loadgen.run.order import fixed_spec, stage_order
 from loadgen.run.results import ResultsWriter
 from loadgen.stage.result import StageAccumulator, StageResult
 from loadgen.report.table import stage_table
@@ -42,17 +44,20 @@ REPORT_GRACE_S = 30.0
 
 
 def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") -> list[StagePlan]:
+    """The ramp's stages, in the one stage order of loadgen/run/order.py (A@C1, B@C1, A@C2, …), each with
+    its fixed warm-up plan (order.fixed_spec: Locust spawns a stage's users together)."""
     plans = []
-    for step, c in enumerate(cfg.ladder):
-        for t in targets:
-            plans.append(StagePlan(
-                index=len(plans), step=step, target=t.as_dict(), concurrency=c, warmup_s=cfg.warmup_s,
-                duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
-                max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=cfg.workload,
-                prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,
-                tokenizer=cfg.tokenizer, slo=dict(cfg.slo), connect_timeout_s=cfg.connect_timeout_s,
-                read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id,
-            ))
+    for slot in stage_order(targets, cfg.ladder, [cfg.workload]):
+        spec = fixed_spec(slot.concurrency, cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests,
+                          bin_s=cfg.bin_s, max_cooldown_s=cfg.max_cooldown_s)
+        plans.append(StagePlan(
+            index=slot.index, step=slot.step, target=slot.target.as_dict(), concurrency=spec.concurrency,
+            warmup_s=spec.warmup_s, duration_s=spec.duration_s, requests=spec.requests, bin_s=spec.bin_s,
+            max_cooldown_s=spec.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
+            prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,
+            tokenizer=cfg.tokenizer, slo=dict(cfg.slo), connect_timeout_s=cfg.connect_timeout_s,
+            read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id,
+        ))
     return plans
 
 

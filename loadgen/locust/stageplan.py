@@ -13,6 +13,8 @@ from typing import Iterator
 
 from loadgen.client.stream import Timeouts
 from loadgen.request import GenRequest
+from loadgen.run.order import fixed_spec
+from loadgen.run.spec import StageSpec
 from loadgen.stage.result import Slo
 from loadgen.client.target import Target
 
@@ -71,6 +73,11 @@ class StagePlan:
         t = self.target
         return Target(t["label"], t["url"], t.get("protocol", "sglang"), t.get("model", "default"),
                       dict(t.get("headers") or {}), bool(t.get("spec_details", False)))
+
+    def spec(self) -> StageSpec:
+        """The stage's window plan, as the conductor computed it (loadgen.run.order.fixed_spec)."""
+        return fixed_spec(self.concurrency, self.warmup_s, duration_s=self.duration_s, requests=self.requests,
+                          bin_s=self.bin_s, max_cooldown_s=self.max_cooldown_s)
 
     def make_slo(self) -> Slo:
         return Slo(**self.slo)

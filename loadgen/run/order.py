@@ -1,0 +1,201 @@
+"""The one stage order, and the plan of each stage: warm-up, window, budget, estimate.
+
+In: the targets (any objects; ``loadgen run`` passes :class:`Target`, the
+Locust ramp its config's targets), the ladder of concurrencies, the workloads,
+and what earlier stages measured. Out: the stages as :class:`Slot` s in the
+order they run, and each one's :class:`StageSpec`.
+
+Order: workload by workload, concurrency by concurrency, the targets alternating
+at each (A@1, B@1, A@2, …) so slow drift hits both alike. When loadgen starts
+the servers itself (one GPU box) it is every stage of one target, then every
+stage of the next (``by_target``). ``loadgen run``/``crossover``
+(loadgen/run/ramp.py) and the Locust conductor (loadgen/locust/conductor.py)
+both take their stages from :func:`stage_order`. Plans: :func:`fixed_spec` (a
+fixed warm-up: the Locust ramp) and :class:`Schedule` (the scripted ramp's
+steady warm-up, the window grown to a request, ``--max-run-time`` shared out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Sequence, TypeVar
+
+from loadgen.run.spec import StageSpec
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Slot(Generic[T]):
+    index: int
+    """Position in the order (0, 1, 2, …)."""
+    step: int
+    """Position in the ladder: every target's stage at one concurrency shares it."""
+    workload: str
+    concurrency: int
+    target: T
+
+
+def stage_order(targets: Sequence[T], ladder: Sequence[int], workloads: Sequence[str], *,
+                by_target: bool = False, extra: Sequence[tuple[str, int]] = ()) -> list[Slot[T]]:
+    """The stages in the order they run: A@1, B@1, A@2, … per workload; ``by_target``: all of A, then B.
+
+    ``extra`` (workload, C): stages run after the ladder for every target in turn (a crossover's
+    refinement rounds), their steps numbered on from the ladder's."""
+    n = range(len(targets))
+    order = [(ti, w, step, c) for w in workloads for step, c in enumerate(ladder) for ti in n]
+    if by_target:
+        order.sort(key=lambda x: x[0])  # stable: workload and ladder order kept
+    order += [(ti, w, len(ladder) + k, c) for k, (w, c) in enumerate(extra) for ti in n]
+    return [Slot(i, step, w, c, targets[ti]) for i, (ti, w, step, c) in enumerate(order)]
+
+
+def fixed_spec(concurrency: int, warmup_s: float, *, duration_s: float | None = 30.0, requests: int | None = None,
+               bin_s: float | None = None, max_cooldown_s: float = 600.0) -> StageSpec:
+    """A stage whose window opens exactly ``warmup_s`` after its users start (no adaptive warm-up, no budget):
+    the Locust ramp's, whose users Locust spawns together, so no request duration spreads them."""
+    return StageSpec(concurrency, duration_s=duration_s, requests=requests, warmup_s=warmup_s, max_warmup_s=None,
+                     bin_s=bin_s, max_cooldown_s=max_cooldown_s)
+
+
+def e2e_guess(measured: dict[int, float], concurrency: int, scaled: bool = True) -> float | None:
+    """A request's duration at ``concurrency``, from the E2E p50 (s) of this target's stages so far.
+
+    From the nearest lower concurrency C' it is scaled by C / C': by Little's law
+    that is exact once the server is saturated (requests queue behind its
+    running cap), and an overestimate before, which costs warm-up time only. The
+    unscaled guess fell short: at C=250 behind a 48-request cap, 107 of 250
+    users had not finished a first request when the window opened. Without a
+    lower stage (refinement between ladder stages), the nearest higher one.
+    ``scaled=False``: the lower stage's duration as it was (a server that keeps up: the estimate's low end).
+    """
+    if not measured:
+        return None
+    lower = [c for c in measured if c <= concurrency]
+    if lower:
+        c = max(lower)
+        return measured[c] * concurrency / c if scaled else measured[c]
+    return measured[min(measured)]
+
+
+NO_GUESS_MAX_WARMUP_S = 120.0
+"""The warm-up's cap for a stage with no request duration to go by (a target's first stage): its
+steadiness decides. Capped at the minimum warm-up, the H200's first stage at C=256 opened its window
+3 s in, with all 256 users still in their first, lock-step request."""
+
+
+def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, *, duration_s: float | None = 30.0,
+                requests: int | None = None, adapt_window: bool = False, max_stage_s: float | None = None,
+                budget_by: str = "max-stage-time") -> StageSpec:
+    """A stage whose users start spread over one request's duration, and a warm-up that ends once the
+    load is measured steady.
+
+    ``last_e2e_s``: that duration, as :func:`e2e_guess` makes it. The warm-up
+    lasts at least ``warmup_s`` and until every user has started and the token
+    rate has settled (window.Steadiness); its cap is the old fixed rule, the
+    ramp and then the last user's first request with room for it to take half
+    as long again as guessed (measured: at C=250 the baseline's requests took
+    2.8x C=100's, not 2.5x). With ``adapt_window`` a window shorter than one
+    request grows to one request, as far as ``max_stage_s`` leaves room.
+    """
+    d = last_e2e_s or 0.0
+    ramp = d if concurrency > 1 else 0.0
+    window = duration_s
+    if adapt_window and duration_s is not None and d > duration_s:
+        window = d
+        if max_stage_s:
+            window = max(duration_s, min(d, max_stage_s - max(warmup_s, ramp + 2.0) - d))
+    return StageSpec(concurrency, duration_s=window, requests=requests, warmup_s=warmup_s,
+                     max_warmup_s=max(warmup_s, 2.5 * d if d else NO_GUESS_MAX_WARMUP_S), ramp_s=ramp,
+                     max_stage_s=max_stage_s,
+                     budget_by=budget_by, expected_request_s=d or None)
+
+
+class Durations:
+    """Each (target, workload)'s measured E2E p50 by concurrency, and the guesses made from them."""
+
+    def __init__(self) -> None:
+        self.measured: dict[tuple[str, str], dict[int, float]] = {}
+
+    def add(self, target: str, workload: str, c: int, e2e_s: float) -> None:
+        self.measured.setdefault((target, workload), {})[c] = e2e_s
+
+    def guess(self, target: str, workload: str, c: int, scaled: bool = True) -> float | None:
+        """``scaled``: Little's law from the nearest lower stage (a server whose throughput stops growing);
+        else that stage's duration as it was (a server that keeps up): the two ends of the estimate."""
+        own = e2e_guess(self.measured.get((target, workload), {}), c, scaled)
+        if own is not None:
+            return own
+        # another target on the same workload is a better guess than none (for the estimate only)
+        others = [e2e_guess(m, c, scaled) for (t, w), m in self.measured.items() if w == workload and m]
+        return max(others) if others else None
+
+
+def fmt_s(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+@dataclass
+class Schedule:
+    """The scripted ramp's stages (``slots``, targets with a ``label``) and the plan of each, from what
+    earlier stages measured (``durations``): steady warm-up, window, budget, and the time estimates."""
+
+    slots: list[Slot]
+    durations: Durations
+    warmup_s: float
+    duration_s: float | None = 30.0
+    requests: int | None = None
+    adapt_window: bool = False
+    max_stage_s: float | None = None
+
+    def spec(self, i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True) -> StageSpec:
+        s = self.slots[i]
+        return warmed_spec(s.concurrency, self.warmup_s, self.durations.guess(s.target.label, s.workload,
+                                                                              s.concurrency, scaled),
+                           duration_s=self.duration_s, requests=self.requests, adapt_window=self.adapt_window,
+                           max_stage_s=budget, budget_by=by)
+
+    def estimates(self, first: int, scaled: bool = True) -> list[float]:
+        return [self.spec(j, self.max_stage_s, scaled=scaled).estimate_s() for j in range(first, len(self.slots))]
+
+    def left(self, first: int, this: StageSpec | None = None) -> str:
+        """The time the stages from ``first`` on should take: from a server that keeps up with the
+        load to one whose throughput stops growing (requests then last C/C' as long)."""
+        lo, hi = sum(self.estimates(first, scaled=False)), sum(self.estimates(first))
+        if this is not None:
+            lo = lo - self.estimates(first, scaled=False)[0] + this.estimate_s()
+            hi = hi - self.estimates(first)[0] + this.estimate_s()
+        return fmt_s(hi) if hi <= 1.1 * lo else f"{fmt_s(lo)}-{fmt_s(hi)}"
+
+    def known(self) -> bool:
+        """Every stage has a request duration to go by (else the estimate is a lower bound)."""
+        return all(self.durations.guess(s.target.label, s.workload, s.concurrency) is not None for s in self.slots)
+
+    def after(self, i: int) -> float:
+        """The estimated seconds of the stages after stage ``i`` (the run's ETA beyond it)."""
+        return sum(self.estimates(i + 1)) if i + 1 < len(self.slots) else 0.0
+
+    def least_s(self) -> float:
+        """A stage needs its minimum warm-up and a second of window to measure anything."""
+        return self.warmup_s + 1.0
+
+    def budget(self, i: int, remaining_s: float | None) -> tuple[float | None, str] | None:
+        """Stage ``i``'s budget and the option it comes from; None: the run's budget has no room for it.
+
+        With ``remaining_s`` (what is left of --max-run-time) each stage gets the share of
+        it that its estimate is of the stages left (a stage that spends its share is cut
+        and the ladder goes on; one that needs less leaves more for the rest)."""
+        budget, by = self.max_stage_s, "max-stage-time"
+        if remaining_s is None:
+            return budget, by
+        # weights: the middle of each stage's estimate (the pessimistic end alone gave the high
+        # concurrencies so much that a 20-stage GPU ladder's first stages were starved)
+        rest = [(a + b) / 2 for a, b in zip(self.estimates(i), self.estimates(i, scaled=False))]
+        share = remaining_s * rest[0] / sum(rest) if sum(rest) > 0 else remaining_s
+        least = self.least_s()
+        share = max(share, least)
+        if remaining_s < least:
+            return None
+        if budget is None or share < budget:
+            budget, by = max(1.0, share), "max-run-time"
+        return budget, by

@@ -1,0 +1,53 @@
+"""The one stage order: ``loadgen run``'s ramp and the Locust conductor take the same stages in the same order."""
+
+from loadgen.client.target import Target
+from loadgen.run.order import Durations, Schedule, fixed_spec, stage_order
+from loadgen.run.ramp import RampPlan
+from loadgen.run.runner import RunOptions
+
+
+def _targets():
+    return [Target("base", "http://a:1"), Target("spec", "http://b:2")]
+
+
+def test_targets_alternate_at_each_concurrency_and_workload():
+    a, b = _targets()
+    slots = stage_order([a, b], [1, 4], ["chat", "code"])
+    assert [(s.workload, s.concurrency, s.target.label) for s in slots] == [
+        ("chat", 1, "base"), ("chat", 1, "spec"), ("chat", 4, "base"), ("chat", 4, "spec"),
+        ("code", 1, "base"), ("code", 1, "spec"), ("code", 4, "base"), ("code", 4, "spec")]
+    assert [s.index for s in slots] == list(range(8))
+    assert [s.step for s in slots] == [0, 0, 1, 1, 0, 0, 1, 1]
+
+
+def test_one_server_at_a_time_then_the_extra_stages_for_every_target():
+    a, b = _targets()
+    slots = stage_order([a, b], [1, 4], ["chat"], by_target=True, extra=[("chat", 2)])
+    assert [(s.concurrency, s.target.label) for s in slots] == [
+        (1, "base"), (4, "base"), (1, "spec"), (4, "spec"), (2, "base"), (2, "spec")]
+    assert [s.step for s in slots][-2:] == [2, 2]
+
+
+def test_the_ramp_plan_takes_its_stages_from_the_one_order():
+    targets = _targets()
+    plan = RampPlan(targets=targets, ladder=[1, 2], workloads=["chat"], make_source=lambda w: None,
+                    opts=RunOptions())
+    assert plan.stages() == [(s.workload, s.concurrency, s.target) for s in stage_order(targets, [1, 2], ["chat"])]
+
+
+def test_a_fixed_warmup_is_min_and_cap_at_once():
+    spec = fixed_spec(8, 3.0, duration_s=10.0, bin_s=0.5, max_cooldown_s=60.0)
+    assert (spec.warmup_s, spec.max_warmup_s, spec.ramp_s, spec.max_stage_s) == (3.0, None, 0.0, None)
+    assert (spec.duration_s, spec.bin_width_s, spec.max_cooldown_s) == (10.0, 0.5, 60.0)
+
+
+def test_the_run_budget_is_shared_by_estimate_and_refused_when_spent():
+    a, b = _targets()
+    durations = Durations()
+    durations.add("base", "chat", 1, 2.0)
+    durations.add("spec", "chat", 1, 2.0)
+    sched = Schedule(stage_order([a, b], [1, 4], ["chat"]), durations, 2.0, duration_s=10.0)
+    budget, by = sched.budget(0, 100.0)
+    assert by == "max-run-time" and 3.0 <= budget < 50.0  # the first of four stages, the smallest
+    assert sched.budget(0, None) == (None, "max-stage-time")
+    assert sched.budget(0, 2.5) is None  # less than the minimum warm-up and a second of window
