@@ -1,12 +1,14 @@
 """One process's share of a stage, on the asyncio side of the bridge.
 
-The same window semantics as ``loadgen run`` (loadgen/run/runner.py), by the same
-code where possible: ``StageState`` decides which requests belong to the steady
-window [ws, we), a ``StageAccumulator`` folds every finished record on the loop
-thread (one per loop iteration, ``RecordFolder``), and after ``we`` the load is
-kept up until every request started inside the window has finished; then the
-stage stops admitting, cancels what is still in flight (started during
-cool-down, not counted) and freezes its result.
+In: a :class:`StagePlan` (and this process's share of it). Out: the share's
+:class:`StageResult`, and batches of finished records for Locust's statistics.
+The window is the one lifecycle of ``loadgen run`` (loadgen/run/lifecycle.py):
+``StageState`` decides which requests belong to the steady window [ws, we), a
+``StageAccumulator`` folds every finished record on the loop thread (one per
+loop iteration, ``RecordFolder``), and after ``we`` the load is kept up until
+every request started inside the window has finished; then the stage stops
+admitting, cancels what is still in flight (started during cool-down, not
+counted) and freezes its result.
 
 What differs from the runner is only who starts the users: each Locust user
 greenlet starts :meth:`LiveStage.user_loop` through the bridge and waits for it
@@ -23,9 +25,9 @@ import time
 
 from loadgen.client.stream import StreamClient
 from loadgen.record import RequestRecord
-from loadgen.run.runner import CONNECT_BACKOFF_S, RecordFolder, StageState
-from loadgen.stage.selfcheck import CpuMeter, LoopLagMonitor
-from loadgen.stage.result import ClientHealth, StageAccumulator, StageResult
+from loadgen.run.lifecycle import Lifecycle
+from loadgen.run.stage import CONNECT_BACKOFF_S
+from loadgen.stage.result import StageResult
 
 from loadgen.locust.stageplan import StagePlan
 
@@ -48,7 +50,7 @@ class LiveStage:
         """False once the stage stops admitting; users read it from the gevent side to idle."""
         self.result: StageResult | None = None
         self._ready: asyncio.Event | None = None
-        self._state: StageState | None = None
+        self._life: Lifecycle | None = None
         self._seq = itertools.count()
         self.sink = sink
         """Called on the loop thread with batches of finished records (must be thread-safe)."""
@@ -56,6 +58,9 @@ class LiveStage:
         self._flush_pending = False
         self.cancelled_inside = 0
         self._users: set[asyncio.Task] = set()
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
 
     # --- the stage (one task for the whole stage) -------------------------------------------
     async def run(self) -> StageResult:
@@ -69,7 +74,6 @@ class LiveStage:
 
             tokenizer = load_tokenizer(plan.tokenizer)
         local_users = max(1, math.ceil(plan.concurrency / self.n_shares))
-        incomplete = False
         try:
             async with StreamClient(
                 self.target.url, self.target.make_protocol(), target=self.target.label,
@@ -83,63 +87,33 @@ class LiveStage:
                 start_at = plan.start_at_ns if plan.start_at_ns is not None else begun + int(plan.spawn_s * 1e9)
                 await asyncio.sleep(max(0.0, (start_at - _now()) / 1e9))
                 t0 = max(start_at, _now()) if plan.start_at_ns is None else start_at
-                ws = t0 + int(plan.warmup_s * 1e9)
-                far = ws + int(1e18)
-                we = ws + int(plan.duration_s * 1e9) if plan.duration_s is not None else far
-                bin_s = plan.bin_s or (plan.duration_s / 20 if plan.duration_s is not None else 1.0)
-                self._acc = StageAccumulator(ws, we, int(bin_s * 1e9), plan.make_slo())
-                self._folder = RecordFolder(self._acc)
-                folding = asyncio.get_running_loop().create_task(self._folder.run())
-                self._lag = LoopLagMonitor()
-                self._cpu = CpuMeter()
-                self._cpu_started = False
-                self._lag.start(ws, we)
-                self._state = state = StageState(ws, we, plan.requests)
+                # The plan's warm-up is fixed (max_warmup_s None): the window is known now, before any
+                # user starts. Locust's stage ends as it always has (no stage notes here: the conductor
+                # notes the merged stage; a cool-down overrun marks it incomplete; requests still
+                # streaming when its users are stopped are dropped), so its figures stay as they were.
+                self._life = life = Lifecycle(plan.spec(), plan.make_slo(), t0, local_users, notes=False,
+                                              overrun="incomplete", fold_streaming=False, on_phase=self._set_phase)
+                folding = asyncio.get_running_loop().create_task(life.folder.run())
                 self.phase = WARMUP
                 self._ready.set()
                 try:
-                    await state.wait_window_closed()
-                    self.phase = COOLDOWN
-                    self._acc.close(state.we)
-                    self._lag.close_window(state.we)
-                    if self._cpu_started:
-                        self._cpu.mark_end()
-                    try:
-                        await asyncio.wait_for(state.wait_inside_done(), plan.max_cooldown_s)
-                    except asyncio.TimeoutError:
-                        incomplete = True
+                    await life.drive()
                 finally:
-                    state.stop_new = True
-                    self.accepting = False
                     # Users still streaming (requests started in cool-down) are cancelled, not counted.
-                    users = [t for t in self._users if not t.done()]
-                    for t in users:
-                        t.cancel()
-                    if users:
-                        await asyncio.wait(users, timeout=5.0)
-                    await self._lag.stop()
-                    folding.cancel()
-                    self._folder.drain()
+                    life.state.stop_new = True
+                    self.accepting = False
+                    await life.teardown([t for t in self._users if not t.done()] + [folding], client.inflight,
+                                        wait_s=5.0)
                     self._flush()
         finally:
             self.accepting = False
             self.phase = DONE
             if self._ready is not None:
                 self._ready.set()  # release users still waiting for a stage that never began
-        health = ClientHealth(self._lag.hist, [self._cpu.pct] if self._cpu.pct is not None else [],
-                              self._acc.coalesced_reads,
-                              kernel_stamps=self._lag.kernel_stamps and not self.target.url.startswith("https"))
-        res = self._acc.result(
-            target=self.target.label, url=self.target.url, protocol=self.target.protocol,
-            concurrency=plan.concurrency, client=health, stage_index=plan.index,
-        )
+        notes = []
         if self.cancelled_inside:
-            res.notes.append(f"{self.cancelled_inside} window request(s) cancelled when Locust stopped their users")
-        if incomplete:
-            res.incomplete = True
-            res.notes.append(f"cool-down exceeded {plan.max_cooldown_s:g} s; "
-                             "unfinished window requests counted as cancelled")
-        self.result = res
+            notes.append(f"{self.cancelled_inside} window request(s) cancelled when Locust stopped their users")
+        self.result = res = life.result(self.target, plan.index, notes)
         return res
 
     # --- one user (one task per Locust user, for as long as the stage admits requests) -----------
@@ -154,9 +128,9 @@ class LiveStage:
             return
         if not self._ready.is_set():
             await self._ready.wait()
-        state = self._state
-        if state is None:
+        if self._life is None:
             return
+        state = self._life.state
         task = asyncio.current_task()
         self._users.add(task)
         try:
@@ -165,16 +139,10 @@ class LiveStage:
             self._users.discard(task)
 
     async def _loop(self, state) -> None:
-        client, folder, requests, seq = self._client, self._folder, self._requests, self._seq
+        client, folder, requests, seq = self._client, self._life.folder, self._requests, self._seq
         while not state.stop_new:
             req = next(requests)
             t = _now()
-            if t >= state.ws:
-                if not self._cpu_started:
-                    self._cpu_started = True
-                    self._cpu.mark_start()
-                if self.phase == WARMUP:
-                    self.phase = WINDOW
             inside = state.admit(t)
             if state.stop_new and not inside:
                 return
