@@ -1,6 +1,7 @@
 """Wiring the ramp into Locust's events (a locustfile calls :func:`install` once).
 
-- ``init_command_line_parser``: loadgen's options (``--ladder``, ``--warmup``, ...).
+- ``init_command_line_parser``: loadgen's options (``--ladder``, ``--warmup``, ...), generated
+  from the one definition in settings/knobs.py (old names such as ``--stage-duration`` still work).
   The config (Locust's own ``--config FILE.toml``) and options are checked right
   after Locust parses its command line — before ``--processes`` forks and before
   any load: a bad key, type or ladder, or an unreachable target, is one line
@@ -22,12 +23,13 @@ from contextlib import ExitStack
 from loadgen.errors import LoadgenError
 
 from loadgen.settings import config as cfgmod
+from loadgen.settings import flags
 from loadgen.settings.config import RampConfig, TargetConf
 
 log = logging.getLogger("loadgen.locust")
 
-OPTION_KEYS = ("ladder", "warmup", "stage_duration", "stage_requests", "workload", "seed", "out",
-               "sim_time_scale", "sim_profile", "keep_parts")
+OPTION_KEYS = flags.locust_keys()
+"""What is read back from ``environment.parsed_options`` (options by dest, from settings/knobs.py)."""
 
 _state: dict = {"cfg": None, "checked": False, "sims": None, "installed": False}
 
@@ -50,20 +52,9 @@ def config_from_options(options) -> RampConfig:
 
 # --- command line ----------------------------------------------------------------------------
 def add_options(parser, **kw) -> None:
-    # Straight on the parser: LocustArgumentParser.add_argument takes include_in_web_ui (groups do not),
-    # and these options then show, editable, in the web UI's start form.
-    g = parser
-    g.add_argument("--ladder", default=None, help="concurrency ladder, e.g. 1,2,5,10 (default 1,2,5,10,30,70,100,250)")
-    g.add_argument("--warmup", default=None, help="warm-up before each steady window (default 5s)")
-    g.add_argument("--stage-duration", default=None, help="steady window per stage (default 30s)")
-    g.add_argument("--stage-requests", default=None, help="close each window after N requests instead")
-    g.add_argument("--workload", default=None, help="workload name, mix 'code:2,chat:1' or .jsonl (default chat)")
-    g.add_argument("--seed", default=None, help="prompt sequence seed (default 0)")
-    g.add_argument("--out", default=None, help="results folder (default results/ramp)")
-    g.add_argument("--sim-time-scale", default=None, help="embedded simulator speed-up (default 1)")
-    g.add_argument("--sim-profile", default=None, help="embedded simulator profile (default pcie-8gpu-eagle3)")
-    g.add_argument("--keep-parts", action="store_true", default=False, include_in_web_ui=False,
-                   help="also write each process's own stage results (OUT/parts/)")
+    # Generated from settings/knobs.py, straight on the parser: LocustArgumentParser.add_argument takes
+    # include_in_web_ui (groups do not), and these options then show, editable, in the web UI's start form.
+    flags.add_locust_options(parser)
 
     original = parser.parse_args
 

@@ -3,7 +3,9 @@
 Given with Locust's own ``--config FILE.toml`` (Locust reads its ``[tool.locust]``
 table from the same file; loadgen reads the rest). Every mistake is one line
 naming the file and the key (``example.toml: run.ladder: ...``). See
-scenarios/example.toml for every key with its default.
+scenarios/example.toml for every key with its default. The [run] and [simulator] keys, their
+checks and defaults are the knobs of settings/knobs.py (the Locust options and the flags of
+``loadgen crossover --config`` set the same fields).
 
     [run]        ladder, warmup, duration | requests, seed, workload, prompt_tokens,
                  max_tokens, ignore_eos, tokenizer, out, bin, max_cooldown,
@@ -26,11 +28,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from loadgen.errors import LoadgenError
-from loadgen.client.loops import LOOPS
-from loadgen.settings.parse import duration as parse_duration
 from loadgen.client.protocols import PROTOCOLS
-
-DEFAULT_LADDER = (1, 2, 5, 10, 30, 70, 100, 250)
+from loadgen.settings import knobs as K
+from loadgen.settings.knobs import Knob
+from loadgen.settings.parse import duration as parse_duration
 
 
 @dataclass
@@ -54,8 +55,8 @@ class TargetConf:
 
 @dataclass
 class SimConf:
-    profile: str = "pcie-8gpu-eagle3"
-    time_scale: float = 1.0
+    profile: str = K.SIM_PROFILE
+    time_scale: float = K.SIM_TIME_SCALE
     seed: int = 0
     modes: tuple[str, ...] = ("baseline", "spec")
     pin: bool = True
@@ -64,22 +65,22 @@ class SimConf:
 
 @dataclass
 class RampConfig:
-    ladder: tuple[int, ...] = DEFAULT_LADDER
-    warmup_s: float = 5.0
-    duration_s: float | None = 30.0
+    ladder: tuple[int, ...] = K.LADDER
+    warmup_s: float = K.WARMUP_S
+    duration_s: float | None = K.DURATION_S
     requests: int | None = None
     seed: int = 0
-    workload: str = "chat"
+    workload: str = K.WORKLOAD
     prompt_tokens: str | None = None
     max_tokens: str | None = None
     ignore_eos: bool = False
     tokenizer: str | None = None
-    out: str = "results/ramp"
+    out: str = K.OUT["locust"]
     bin_s: float | None = None
-    max_cooldown_s: float = 600.0
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 120.0
-    loop: str = "auto"
+    max_cooldown_s: float = K.MAX_COOLDOWN_S
+    connect_timeout_s: float = K.CONNECT_TIMEOUT_S
+    read_timeout_s: float = K.READ_TIMEOUT_S
+    loop: str = K.LOOP
     keep_parts: bool = False
     """Also write each load process's own stage results (OUT/parts/), before merging."""
     url: str | None = None
@@ -184,6 +185,47 @@ class _Checker:
             raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
         return str(v)
 
+    def word(self, key: str, v: Any) -> str:
+        """A name such as a workload: stripped, not empty."""
+        v = self.string(key, v).strip()
+        if not v:
+            raise self.fail(key, "is empty")
+        return v
+
+    def nonblank(self, key: str, v: Any) -> str:
+        """A path such as run.out: not blank (kept as given)."""
+        v = self.string(key, v)
+        if not v.strip():
+            raise self.fail(key, "is empty")
+        return v
+
+    def choice(self, key: str, v: Any, choices: tuple[str, ...]) -> str:
+        v = self.string(key, v)
+        if v not in choices:
+            raise self.fail(key, f"expected one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def url(self, key: str, v: Any) -> str:
+        url = self.string(key, v)
+        p = urlparse(url)
+        if p.scheme not in ("http", "https") or not p.netloc:
+            raise self.fail(key, f"{url!r} is not an http(s) URL")
+        return url.rstrip("/")
+
+    def modes(self, key: str, modes: Any) -> tuple[str, ...]:
+        if not isinstance(modes, list) or not modes:
+            raise self.fail(key, f"expected a non-empty list like [\"baseline\", \"spec\"], got {modes!r}")
+        for m in modes:
+            if m not in ("baseline", "spec"):
+                raise self.fail(key, f"expected \"baseline\" or \"spec\", got {m!r}")
+        if len(set(modes)) != len(modes):
+            raise self.fail(key, f"{modes!r} names a mode twice")
+        return tuple(modes)
+
+    def value(self, key: str, k: Knob, v: Any) -> Any:
+        """A TOML value for knob ``k``, checked its way (``key`` names it in the error)."""
+        return getattr(self, k.check)(key, v, **k.check_kw)
+
     def table(self, key: str, v: Any) -> dict:
         if not isinstance(v, dict):
             raise self.fail(key, f"expected a table, got {self._kind(v)} ({v!r})")
@@ -196,22 +238,24 @@ class _Checker:
                 raise self.fail(where, f"unknown key (known{' in [' + key + ']' if key else ''}: {', '.join(allowed)})")
 
 
-RUN_KEYS = ("ladder", "warmup", "duration", "requests", "seed", "workload", "prompt_tokens", "max_tokens",
-            "ignore_eos", "tokenizer", "out", "bin", "max_cooldown", "connect_timeout", "read_timeout", "loop",
-            "keep_parts", "url", "max_stage_time", "max_run_time")
+# The [run] and [simulator] keys are the knobs' (settings/knobs.py), in their order there.
+RUN_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("run"))
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
                "startup_timeout")
-SIM_KEYS = ("profile", "time_scale", "seed", "modes", "pin")
+SIM_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("simulator"))
 TOP_KEYS = ("run", "slo", "targets", "simulator", "tool")
 
 
-def _url(c: "_Checker", key: str, value) -> str:
-    url = c.string(key, value)
-    p = urlparse(url)
-    if p.scheme not in ("http", "https") or not p.netloc:
-        raise c.fail(key, f"{url!r} is not an http(s) URL")
-    return url.rstrip("/")
+def _set(cfg: RampConfig, attr: str, value: Any) -> None:
+    """``attr`` of the config, or of its simulator ("simulator.time_scale")."""
+    obj, _, name = attr.rpartition(".")
+    setattr(getattr(cfg, obj) if obj else cfg, name, value)
+
+
+def get(cfg: RampConfig, attr: str) -> Any:
+    obj, _, name = attr.rpartition(".")
+    return getattr(getattr(cfg, obj) if obj else cfg, name)
 
 
 def parse(doc: dict, source: str = "config") -> RampConfig:
@@ -221,53 +265,12 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
     c.known("", doc, TOP_KEYS)
     run = c.table("run", doc.get("run", {}))
     c.known("run", run, RUN_KEYS)
-    if "ladder" in run:
-        cfg.ladder = c.ladder("run.ladder", run["ladder"])
-    if "warmup" in run:
-        cfg.warmup_s = c.seconds("run.warmup", run["warmup"], allow_zero=True)
-    if "duration" in run:
-        cfg.duration_s = c.seconds("run.duration", run["duration"])
-    if "requests" in run:
-        cfg.requests = c.integer("run.requests", run["requests"], lo=1)
-        if "duration" not in run:
-            cfg.duration_s = None
-    if "seed" in run:
-        cfg.seed = c.integer("run.seed", run["seed"])
-    if "workload" in run:
-        cfg.workload = c.string("run.workload", run["workload"]).strip()
-        if not cfg.workload:
-            raise c.fail("run.workload", "is empty")
-    for key in ("prompt_tokens", "max_tokens"):
+    for _, k in K.toml_knobs("run"):
+        key = k.toml.split(".", 1)[1]
         if key in run:
-            setattr(cfg, key, c.length(f"run.{key}", run[key]))
-    if "ignore_eos" in run:
-        cfg.ignore_eos = c.boolean("run.ignore_eos", run["ignore_eos"])
-    if "tokenizer" in run:
-        cfg.tokenizer = c.string("run.tokenizer", run["tokenizer"])
-    if "out" in run:
-        cfg.out = c.string("run.out", run["out"])
-        if not cfg.out.strip():
-            raise c.fail("run.out", "is empty")
-    if "bin" in run:
-        cfg.bin_s = c.seconds("run.bin", run["bin"])
-    if "max_cooldown" in run:
-        cfg.max_cooldown_s = c.seconds("run.max_cooldown", run["max_cooldown"])
-    if "connect_timeout" in run:
-        cfg.connect_timeout_s = c.seconds("run.connect_timeout", run["connect_timeout"])
-    if "read_timeout" in run:
-        cfg.read_timeout_s = c.seconds("run.read_timeout", run["read_timeout"])
-    if "loop" in run:
-        cfg.loop = c.string("run.loop", run["loop"])
-        if cfg.loop not in LOOPS:
-            raise c.fail("run.loop", f"expected one of {', '.join(LOOPS)}, got {cfg.loop!r}")
-    if "keep_parts" in run:
-        cfg.keep_parts = c.boolean("run.keep_parts", run["keep_parts"])
-    if "url" in run:
-        cfg.url = _url(c, "run.url", run["url"])
-    if "max_stage_time" in run:
-        cfg.max_stage_s = c.seconds("run.max_stage_time", run["max_stage_time"])
-    if "max_run_time" in run:
-        cfg.max_run_s = c.seconds("run.max_run_time", run["max_run_time"])
+            _set(cfg, k.attr, c.value(k.toml, k, run[key]))
+    if "requests" in run and "duration" not in run:
+        cfg.duration_s = None  # a window closed by its request count only
 
     slo = c.table("slo", doc.get("slo", {}))
     c.known("slo", slo, SLO_KEYS)
@@ -281,7 +284,7 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
         if "url" not in t and cfg.url is None:
             raise c.fail(f"{key}.url", "missing (every target needs a url, or run.url gives one for all)")
         if "url" in t:
-            url = _url(c, f"{key}.url", t["url"])
+            url = c.url(f"{key}.url", t["url"])
         else:
             url = cfg.url
             if "start" not in t:
@@ -315,24 +318,10 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
 
     sim = c.table("simulator", doc.get("simulator", {}))
     c.known("simulator", sim, SIM_KEYS)
-    if "profile" in sim:
-        cfg.simulator.profile = c.string("simulator.profile", sim["profile"])
-    if "time_scale" in sim:
-        cfg.simulator.time_scale = c.number("simulator.time_scale", sim["time_scale"])
-    if "seed" in sim:
-        cfg.simulator.seed = c.integer("simulator.seed", sim["seed"])
-    if "modes" in sim:
-        modes = sim["modes"]
-        if not isinstance(modes, list) or not modes:
-            raise c.fail("simulator.modes", f"expected a non-empty list like [\"baseline\", \"spec\"], got {modes!r}")
-        for m in modes:
-            if m not in ("baseline", "spec"):
-                raise c.fail("simulator.modes", f"expected \"baseline\" or \"spec\", got {m!r}")
-        if len(set(modes)) != len(modes):
-            raise c.fail("simulator.modes", f"{modes!r} names a mode twice")
-        cfg.simulator.modes = tuple(modes)
-    if "pin" in sim:
-        cfg.simulator.pin = c.boolean("simulator.pin", sim["pin"])
+    for _, k in K.toml_knobs("simulator"):
+        key = k.toml.split(".", 1)[1]
+        if key in sim:
+            _set(cfg, k.attr, c.value(k.toml, k, sim[key]))
     return cfg
 
 
@@ -366,7 +355,9 @@ def check_workload(cfg: RampConfig) -> None:
 
 
 def with_overrides(cfg: RampConfig, **cli: Any) -> RampConfig:
-    """Command-line (or web UI form) options over the file; None or "" = not given."""
+    """Locust's options (command line or web UI form, text) over the file, by dest; None or "" = not given.
+
+    Each option sets its knob's attribute, checked as its TOML key is but named by its flag."""
     c = _Checker("")
     cfg = replace(cfg, simulator=replace(cfg.simulator), targets=list(cfg.targets))
 
@@ -374,43 +365,29 @@ def with_overrides(cfg: RampConfig, **cli: Any) -> RampConfig:
         v = cli.get(k)
         return v is not None and not (isinstance(v, str) and not v.strip())
 
-    def whole(k: str, flag: str) -> int:
-        v = cli[k]
-        if isinstance(v, str):
+    for name, k in K.knobs("locust"):
+        v = cli.get(name)
+        if k.check == "boolean":  # a flag: given sets it, not given leaves the file's
+            if v in (True, "true"):
+                _set(cfg, k.attr, True)
+            continue
+        if not given(name):
+            continue
+        if k.check == "integer" and isinstance(v, str):
             try:
                 v = int(v)
             except ValueError:
-                raise c.fail(flag, f"expected a whole number, got {cli[k]!r}") from None
-        return c.integer(flag, v)
-
-    if given("ladder"):
-        cfg.ladder = c.ladder("--ladder", cli["ladder"])
-    if given("warmup"):
-        cfg.warmup_s = c.seconds("--warmup", cli["warmup"], allow_zero=True)
-    if given("stage_requests"):
-        cfg.requests = whole("stage_requests", "--stage-requests")
-        if cfg.requests < 1:
-            raise c.fail("--stage-requests", f"must be >= 1, got {cfg.requests}")
-        cfg.duration_s = None
-    if given("stage_duration"):
-        cfg.duration_s = c.seconds("--stage-duration", cli["stage_duration"])
-    if given("workload"):
-        cfg.workload = str(cli["workload"]).strip()
-    if given("seed"):
-        cfg.seed = whole("seed", "--seed")
-    if given("out"):
-        cfg.out = str(cli["out"])
-    if given("sim_time_scale"):
-        v = cli["sim_time_scale"]
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            raise c.fail("--sim-time-scale", f"expected a number, got {v!r}") from None
-        cfg.simulator.time_scale = c.number("--sim-time-scale", v)
-    if given("sim_profile"):
-        cfg.simulator.profile = str(cli["sim_profile"])
-    if cli.get("keep_parts") in (True, "true"):
-        cfg.keep_parts = True
+                raise c.fail(k.flag, f"expected a whole number, got {v!r}") from None
+        elif k.check == "number":
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                raise c.fail(k.flag, f"expected a number, got {v!r}") from None
+        elif k.check in ("string", "word", "nonblank"):
+            v = str(v)
+        _set(cfg, k.attr, c.value(k.flag, k, v))
+    if given("requests") and not given("duration"):
+        cfg.duration_s = None  # a window closed by its request count only
     return cfg
 
 

@@ -78,14 +78,14 @@ def test_unreachable_target_names_key_and_url():
 
 def test_command_line_overrides_the_file():
     cfg = parse("[run]\nladder = [1, 2, 4]\nduration = \"10s\"\n")
-    out = cfgmod.with_overrides(cfg, ladder="1,3", stage_duration="2s", warmup="0", seed="7", workload="code")
+    out = cfgmod.with_overrides(cfg, ladder="1,3", duration="2s", warmup="0", seed="7", workload="code")
     assert out.ladder == (1, 3) and out.duration_s == 2.0 and out.warmup_s == 0.0
     assert out.seed == 7 and out.workload == "code"
     assert cfg.ladder == (1, 2, 4)  # the file's config is untouched
     assert cfgmod.with_overrides(cfg, ladder="", seed=None).ladder == (1, 2, 4)  # web UI: empty = not given
     with pytest.raises(LoadgenError, match=r"^--ladder: concurrencies must increase, got 3 after 3$"):
         cfgmod.with_overrides(cfg, ladder="3,3")
-    assert cfgmod.with_overrides(cfg, stage_requests="20").duration_s is None
+    assert cfgmod.with_overrides(cfg, requests="20").duration_s is None
 
 
 def test_stages_alternate_targets_and_share_the_prompt_seed():
@@ -114,3 +114,97 @@ def test_shares_split_the_sequence_without_overlap():
 def _take(it, n):
     for _, x in zip(range(n), it):
         yield x
+
+
+# --- the options come from the one definition (settings/knobs.py) ------------------------------------------
+
+# Locust's parser is built in a child process: importing locust here would gevent-patch the test process.
+LOCUST_PARSE = r"""
+import json, sys
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+from loadgen.locust import hooks
+p = get_empty_argument_parser(add_help=False)
+setup_parser_arguments(p)
+before = {s for a in p._actions for s in a.option_strings}
+hooks.add_options(p)
+ns = p.parse_known_args(json.loads(sys.argv[1]))[0]  # (parse_args would also check the config and targets)
+print(json.dumps({"added": sorted({s for a in p._actions for s in a.option_strings} - before),
+                  "web_ui": sorted(p.args_included_in_web_ui), "keys": list(hooks.OPTION_KEYS),
+                  "ns": {k: getattr(ns, k) for k in hooks.OPTION_KEYS}}))
+"""
+OLD_OPTIONS = {"--ladder", "--warmup", "--stage-duration", "--stage-requests", "--workload", "--seed", "--out",
+               "--sim-time-scale", "--sim-profile", "--keep-parts"}  # before the one definition (5c03b54)
+
+
+def locust_parse(*argv: str) -> tuple[dict, list[str]]:
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", LOCUST_PARSE, json.dumps(argv)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout), [line for line in p.stderr.splitlines() if line.startswith("loadgen:")]
+
+
+def test_the_locust_options_are_the_defined_ones_and_every_old_one_works():
+    from loadgen.settings import knobs as K
+
+    got, notes = locust_parse("--stage-duration", "7s", "--stage-requests", "9", "--ladder", "1,3",
+                              "--workloads", "code", "--concurrency", "1,3")
+    assert set(got["added"]) == {s for _, k in K.knobs("locust") for s in (k.flag, *k.aliases)}
+    assert OLD_OPTIONS <= set(got["added"])
+    # read back from environment.parsed_options by these names; editable in the web UI's form but --keep-parts
+    assert got["keys"] == [name for name, _ in K.knobs("locust")]
+    assert set(got["keys"]) - {"keep_parts"} <= set(got["web_ui"]) and "keep_parts" not in got["web_ui"]
+    assert got["ns"] == {"ladder": "1,3", "warmup": None, "duration": "7s", "requests": "9", "seed": None,
+                             "workload": "code", "out": None, "keep_parts": False, "sim_profile": None,
+                             "sim_time_scale": None}
+    assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration",
+                     "loadgen: note: --stage-requests is deprecated; use --requests",
+                     "loadgen: note: --workloads is deprecated; use --workload",
+                     "loadgen: note: --concurrency is deprecated; use --ladder"]
+    new, none = locust_parse("--duration", "7s", "--requests", "9", "--ladder", "1,3", "--workload", "code")
+    assert new["ns"] == got["ns"] and none == []
+    cfg = cfgmod.with_overrides(cfgmod.RampConfig(), **got["ns"])
+    assert (cfg.duration_s, cfg.requests, cfg.ladder, cfg.workload) == (7.0, 9, (1, 3), "code")
+
+
+def test_an_old_name_in_the_files_tool_locust_table_works(tmp_path):
+    (tmp_path / "x.toml").write_text('[tool.locust]\nstage-duration = "7s"\n')
+    got, notes = locust_parse("--config", str(tmp_path / "x.toml"))
+    assert got["ns"]["duration"] == "7s"
+    assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration"]
+
+
+# a Locust option's text and the same value in the TOML file, by how the knob is checked
+SAMPLES = {"ladder": ("1,3", [1, 3]), "seconds": ("7s", "7s"), "integer": ("3", 3), "word": ("code", "code"),
+           "nonblank": ("res/x", "res/x"), "number": ("2.5", 2.5), "string": ("fast", "fast"),
+           "boolean": (True, True)}
+
+
+def _locust_knobs():
+    from loadgen.settings import knobs as K
+
+    return K.knobs("locust")
+
+
+@pytest.mark.parametrize("name,k", _locust_knobs(), ids=[n for n, _ in _locust_knobs()])
+def test_a_toml_key_and_its_locust_option_set_the_same_field(name, k):
+    text, value = SAMPLES[k.check]
+    table, key = k.toml.split(".")
+    from_toml = cfgmod.parse({table: {key: value}}, "x.toml")
+    from_option = cfgmod.with_overrides(cfgmod.RampConfig(), **{name: text})
+    default = cfgmod.get(cfgmod.RampConfig(), k.attr)
+    assert cfgmod.get(from_toml, k.attr) == cfgmod.get(from_option, k.attr) != default
+
+
+def test_option_errors_name_the_canonical_flag():
+    with pytest.raises(LoadgenError, match=r"^--requests: must be >= 1, got 0$"):
+        cfgmod.with_overrides(cfgmod.RampConfig(), requests="0")
+    with pytest.raises(LoadgenError, match=r"^--duration: 'x' is not a duration"):
+        cfgmod.with_overrides(cfgmod.RampConfig(), duration="x")
+    with pytest.raises(LoadgenError, match=r"^--seed: expected a whole number, got 'x'$"):
+        cfgmod.with_overrides(cfgmod.RampConfig(), seed="x")
+    with pytest.raises(LoadgenError, match=r"^--sim-time-scale: expected a number, got 'x'$"):
+        cfgmod.with_overrides(cfgmod.RampConfig(), sim_time_scale="x")

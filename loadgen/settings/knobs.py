@@ -1,0 +1,289 @@
+"""Every knob of every front, defined once: its flag, old names, help, parser, default, TOML key, fronts.
+
+In: nothing (a definition). Out: :class:`Settings`, a dataclass whose fields carry a
+:class:`Knob` in their metadata, and the defaults every front and the TOML config share.
+``settings.flags`` derives from it the argparse flags of ``loadgen run`` and ``loadgen
+crossover`` and the Locust ramp's options; ``settings.config`` derives its TOML keys and
+checks; :func:`loadgen.settings.flags.typed` turns parsed flags into a typed ``Settings``.
+
+A front is "run", "crossover" or "locust" (``locust -f scenarios/ramp.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from loadgen.client.loops import LOOPS
+from loadgen.client.protocols import PROTOCOLS
+from loadgen.settings import parse
+from loadgen.stage.result import Slo
+
+FRONTS = ("run", "crossover", "locust")
+CLI = ("run", "crossover")
+
+# --- the defaults, one place each ---------------------------------------------------------------
+LADDER = (1, 2, 5, 10, 30, 70, 100, 250)
+"""``loadgen crossover`` and the Locust ramp: up to C=250, past where speculation stops paying on the
+measured pcie-8gpu-eagle3 box (its crossover lies between C=10 and 30, docs/simulator.md)."""
+RUN_LADDER = (1, 2, 5, 10)
+"""``loadgen run``: one target, a first look (4 stages, about 2.5 min at the default window)."""
+SIM_PROFILE = "pcie-8gpu-eagle3"
+"""The embedded simulator's profile (the measured box; ``loadgen sim`` and SimProcess keep their own copy:
+the simulator imports nothing of loadgen's pipeline)."""
+WARMUP_S = 5.0
+DURATION_S = 30.0
+SIM_WARMUP_S = 2.0
+SIM_DURATION_S = 8.0
+"""``loadgen crossover`` on its embedded simulators (no URL and no --warmup/--duration): they run their schedule
+time-scaled (x5), so a shorter window holds as many steps. ``loadgen run`` and the Locust ramp keep 5 s / 30 s."""
+SIM_TIME_SCALE = 1.0
+CROSSOVER_SIM_TIME_SCALE = 5.0
+"""``loadgen crossover`` runs its two simulators 5x faster: a whole default ladder twice in minutes."""
+WORKLOAD = "chat"
+LOOP = "auto"
+READ_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 10.0
+MAX_COOLDOWN_S = 600.0
+OUT = MappingProxyType({"run": "results/run.json", "crossover": "results/crossover", "locust": "results/ramp"})
+"""run writes one JSON (a .csv and .hlog beside it); crossover and the Locust ramp a folder."""
+
+
+def ladder_text(values) -> str:
+    return ",".join(map(str, values))
+
+
+def seconds_text(s: float) -> str:
+    return f"{s:g}s"
+
+
+# --- the metadata -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Knob:
+    flag: str | None
+    """Canonical flag (``--ladder``); None: a TOML key only."""
+    help: str = ""
+    aliases: tuple[str, ...] = ()
+    """Old names: still accepted, each use prints one deprecation line to stderr."""
+    fronts: tuple[str, ...] = CLI
+    """Which fronts have the flag ("run", "crossover", "locust")."""
+    default: Any = None
+    """The flag's default, as typed on a command line."""
+    default_by: Mapping[str, Any] = field(default_factory=dict)
+    """Per front, where a front's default differs (why: at the constant above)."""
+    help_by: Mapping[str, str] = field(default_factory=dict)
+    parse: Callable[[str, str], Any] | None = None
+    """Flag text and flag name → typed value (settings/parse.py); None: the value as argparse gives it."""
+    parse_none: bool = False
+    """``parse`` also takes a flag not given (None): --slo → an empty Slo, --header → {}."""
+    toml: str | None = None
+    """Its key in the TOML config: "run.ladder", "simulator.profile", "slo" (a table)."""
+    attr: str | None = None
+    """The RampConfig attribute the TOML key and the Locust option set ("warmup_s", "simulator.time_scale")."""
+    check: str = "string"
+    """How config.py checks a TOML or Locust value: the name of a config._Checker method."""
+    check_kw: Mapping[str, Any] = field(default_factory=dict)
+    from_config: bool = True
+    """``loadgen crossover --config`` fills the flag from the TOML key when the flag is left alone."""
+    type: Callable | None = None
+    """argparse type on run/crossover (Locust options stay text: its web UI form sends text)."""
+    action: str = "store"
+    choices: tuple | None = None
+    metavar: str | None = None
+    section: str = "target"
+    """The --help group it shows in."""
+    web_ui: bool = True
+    """Locust: shown, editable, in the web UI's start form."""
+
+    def default_for(self, front: str) -> Any:
+        if front == "locust":
+            # Locust options are None when not given (a TOML file or RampConfig's default then holds);
+            # a flag such as --keep-parts is False.
+            return False if self.action == "store_true" else None
+        return self.default_by.get(front, self.default)
+
+    def help_for(self, front: str) -> str:
+        return self.help_by.get(front, self.help)
+
+
+def knob(flag: str | None, help: str = "", **kw) -> Any:
+    return field(default=None, metadata={"knob": Knob(flag, help, **kw)})
+
+
+def _dur(text: str, flag: str) -> float:
+    return parse.duration(text, flag)
+
+
+def _slo(text: str | None, flag: str) -> Slo:
+    return parse.slo(text)
+
+
+def _headers(items: list[str] | None, flag: str) -> dict:
+    return parse.headers(items)
+
+
+# --- the settings ---------------------------------------------------------------------------------
+# Field order: flags keep it within their --help group, and the [run] table's keys are listed in it
+# (the "unknown key (known in [run]: ladder, ...)" line).
+@dataclass
+class Settings:
+    """What a user asked for, typed (ladder a list, durations seconds); None where a front has no such knob."""
+
+    # stages
+    ladder: list[int] | None = knob(
+        "--ladder", "concurrency ladder, comma-separated (default {default})", aliases=("--concurrency",),
+        fronts=FRONTS, default=ladder_text(LADDER), default_by={"run": ladder_text(RUN_LADDER)},
+        help_by={"locust": f"concurrency ladder, e.g. 1,2,5,10 (default {ladder_text(LADDER)})"},
+        parse=parse.ladder, toml="run.ladder", attr="ladder", check="ladder", section="stages")
+    warmup: float | None = knob(
+        "--warmup", "minimum warm-up before each window (default {default}); the window opens once the load is "
+        "measured steady", fronts=FRONTS, default=seconds_text(WARMUP_S),
+        default_by={"crossover": None},
+        help_by={"crossover": f"minimum warm-up per stage (default {seconds_text(WARMUP_S)}; "
+                              f"{seconds_text(SIM_WARMUP_S)} on the simulator); the window opens once the load is "
+                              "measured steady",
+                 "locust": f"warm-up before each steady window (default {seconds_text(WARMUP_S)})"},
+        parse=_dur, toml="run.warmup", attr="warmup_s", check="seconds", check_kw={"allow_zero": True},
+        section="stages")
+    duration: float | None = knob(
+        "--duration", "steady window per stage (default {default})", aliases=("--stage-duration",), fronts=FRONTS,
+        default=seconds_text(DURATION_S), default_by={"crossover": None},
+        help_by={"crossover": f"steady window per stage (default {seconds_text(DURATION_S)}; "
+                              f"{seconds_text(SIM_DURATION_S)} on the simulator)",
+                 "locust": f"steady window per stage (default {seconds_text(DURATION_S)})"},
+        parse=_dur, toml="run.duration", attr="duration_s", check="seconds", section="stages")
+    requests: int | None = knob(
+        "--requests", "close each window after N requests instead", aliases=("--stage-requests",), fronts=FRONTS,
+        type=int, toml="run.requests", attr="requests", check="integer", check_kw={"lo": 1}, section="stages")
+    seed: int | None = knob(
+        "--seed", "prompt sequence seed (default 0)", fronts=FRONTS, default=0, type=int, toml="run.seed",
+        attr="seed", check="integer", section="traffic")
+    workload: str | None = knob(
+        "--workload", "workload name, mix 'code:2,chat:1', or a .jsonl file (default {default})",
+        aliases=("--workloads",), fronts=FRONTS, default=WORKLOAD,
+        help_by={"crossover": "workloads, comma-separated; each gets its own ladder (a --config's one workload, "
+                              f"even a mix, is one) (default {WORKLOAD})",
+                 "locust": f"workload name, mix 'code:2,chat:1' or .jsonl (default {WORKLOAD})"},
+        toml="run.workload", attr="workload", check="word", section="traffic")
+    prompt_tokens: str | None = knob(
+        "--prompt-tokens", "prompt length target, same forms as --max-tokens", toml="run.prompt_tokens",
+        attr="prompt_tokens", check="length", section="traffic")
+    max_tokens: str | None = knob(
+        "--max-tokens", "output length override: 200, normal:200,50, uniform:100,300", toml="run.max_tokens",
+        attr="max_tokens", check="length", section="traffic")
+    ignore_eos: bool | None = knob(
+        "--ignore-eos", "generate exactly max tokens (biases acceptance)", action="store_true", default=False,
+        toml="run.ignore_eos", attr="ignore_eos", check="boolean", section="traffic")
+    tokenizer: str | None = knob(
+        "--tokenizer", "HF tokenizer.json (or folder) for servers without per-chunk usage", toml="run.tokenizer",
+        attr="tokenizer", check="string", section="traffic")
+    out: str | None = knob(
+        "--out", "results JSON (a .csv and .hlog go beside it)", fronts=FRONTS, default_by=OUT,
+        help_by={"crossover": f"output folder (default {OUT['crossover']})",
+                 "locust": f"results folder (default {OUT['locust']})"},
+        toml="run.out", attr="out", check="nonblank", section="output",
+        from_config=False)  # crossover writes its own folder: the config's out is the Locust ramp's
+    bin: float | None = knob(None, toml="run.bin", attr="bin_s", check="seconds")
+    max_cooldown: float | None = knob(None, toml="run.max_cooldown", attr="max_cooldown_s", check="seconds")
+    connect_timeout: float | None = knob(None, toml="run.connect_timeout", attr="connect_timeout_s", check="seconds")
+    read_timeout: float | None = knob(
+        "--read-timeout", "longest silence before a stream counts as stalled (default {default})",
+        default=seconds_text(READ_TIMEOUT_S), parse=_dur, toml="run.read_timeout", attr="read_timeout_s",
+        check="seconds", section="stages")
+    loop: str | None = knob(
+        "--loop", "event loop: uvloop (fast) or stamping (exact burst stamps)", default=LOOP, choices=LOOPS,
+        toml="run.loop", attr="loop", check="choice", check_kw={"choices": LOOPS}, section="stages")
+    keep_parts: bool | None = knob(
+        "--keep-parts", "also write each process's own stage results (OUT/parts/)", fronts=("locust",),
+        action="store_true", web_ui=False, toml="run.keep_parts", attr="keep_parts", check="boolean")
+    url: str | None = knob(
+        "--url", help_by={"run": "server base URL; omitted: start the embedded simulator",
+                          "crossover": "one port for both servers, which loadgen starts one at a time "
+                                       "(needs --baseline-start and --spec-start)"},
+        toml="run.url", attr="url", check="url",
+        from_config=False)  # config.parse already gave run.url to each target without a url of its own
+    max_stage_time: float | None = knob(
+        "--max-stage-time", "no stage runs longer (e.g. 3m): one hit is cut where it is, kept, marked incomplete "
+        "and noted, and the ladder goes on", parse=_dur, toml="run.max_stage_time", attr="max_stage_s",
+        check="seconds", section="stages")
+    max_run_time: float | None = knob(
+        "--max-run-time", "the whole run's budget (e.g. 30m), shared out between the stages by their estimates; "
+        "when spent the run stops and says which stages were not run", parse=_dur, toml="run.max_run_time",
+        attr="max_run_s", check="seconds", section="stages")
+    slo: Slo | None = knob(
+        "--slo", "goodput SLOs, e.g. ttft_ms=500,tpot_ms=50", parse=_slo, parse_none=True, toml="slo", check="slo",
+        section="traffic")
+    processes: int | None = knob(
+        "--processes", "spread each stage's users over N processes (default 1)", default=1, type=int,
+        section="stages")
+
+    # target(s)
+    label: str | None = knob("--label", "target label in results (default: baseline/url)", fronts=("run",))
+    baseline_url: str | None = knob(
+        "--baseline-url", "baseline server; omit both URLs to use the embedded simulator", fronts=("crossover",))
+    spec_url: str | None = knob("--spec-url", "speculative server", fronts=("crossover",))
+    baseline_start: str | None = knob(
+        "--baseline-start", "command that starts the baseline server (one GPU box)", fronts=("crossover",))
+    spec_start: str | None = knob(
+        "--spec-start", "command that starts the speculative server", fronts=("crossover",))
+    health_path: str | None = knob(
+        "--health-path", "health path for started servers", default="/health", fronts=("crossover",))
+    protocol: str | None = knob(
+        "--protocol", "wire protocol (default sglang)", default="sglang", choices=tuple(sorted(PROTOCOLS)))
+    model: str | None = knob("--model", "model name sent on OpenAI routes", default="default")
+    header: dict | None = knob(
+        "--header", "extra HTTP header 'Name: value' (repeatable)", action="append", parse=_headers, parse_none=True)
+    spec_details: bool | None = knob(
+        "--spec-details", "ask SGLang OpenAI routes for spec_tokens_details", action="store_true", default=False)
+
+    # crossover: where the run comes from, and its analysis
+    from_: str | None = knob(
+        "--from", "analyse a finished run (its run.json or folder)", metavar="RESULTS", fronts=("crossover",),
+        section="output")
+    config: str | None = knob(
+        "--config", "the ramp config Locust reads (scenarios/example.toml): run, slo, two [targets] (baseline "
+        "first; each may have start/health/stop_signal), simulator; flags win", metavar="TOML",
+        fronts=("crossover",), section="output")
+    refine: bool | None = knob(
+        "--refine", "add stages between bracketing concurrencies", action="store_true", default=False,
+        fronts=("crossover",), section="analysis")
+    refine_width: float | None = knob(
+        "--refine-width", "stop when the interval's high/low ≤ this", default=1.3, type=float,
+        fronts=("crossover",), section="analysis")
+    refine_budget: int | None = knob(
+        "--refine-budget", "at most this many extra concurrencies", default=4, type=int, fronts=("crossover",),
+        section="analysis")
+    confidence: float | None = knob(
+        "--confidence", "interval confidence (default 0.90)", default=0.90, type=float, fronts=("crossover",),
+        section="analysis")
+    no_report: bool | None = knob(
+        "--no-report", "skip the HTML report", action="store_true", default=False, fronts=("crossover",),
+        section="output")
+
+    # the embedded simulator
+    sim_profile: str | None = knob(
+        "--sim-profile", f"embedded simulator profile (default {SIM_PROFILE})", fronts=FRONTS, default=SIM_PROFILE,
+        toml="simulator.profile", attr="simulator.profile", check="string", section="sim")
+    sim_mode: str | None = knob(
+        "--sim-mode", "baseline or speculative (default baseline)", fronts=("run",), default="baseline",
+        choices=("baseline", "spec"), section="sim")
+    sim_time_scale: float | None = knob(
+        "--sim-time-scale", "run the simulated schedule this many times faster (default {default:g})",
+        fronts=FRONTS, default=SIM_TIME_SCALE, default_by={"crossover": CROSSOVER_SIM_TIME_SCALE}, type=float,
+        help_by={"locust": f"embedded simulator speed-up (default {SIM_TIME_SCALE:g})"},
+        toml="simulator.time_scale", attr="simulator.time_scale", check="number", section="sim")
+    sim_seed: int | None = knob(None, toml="simulator.seed", attr="simulator.seed", check="integer")
+    sim_modes: tuple | None = knob(None, toml="simulator.modes", attr="simulator.modes", check="modes")
+    sim_pin: bool | None = knob(None, toml="simulator.pin", attr="simulator.pin", check="boolean")
+
+
+def knobs(front: str | None = None) -> list[tuple[str, Knob]]:
+    """(field name, Knob) in field order; with ``front``: only that front's flags."""
+    out = [(f.name, f.metadata["knob"]) for f in fields(Settings)]
+    return [(n, k) for n, k in out if front is None or (k.flag and front in k.fronts)]
+
+
+def toml_knobs(table: str) -> list[tuple[str, Knob]]:
+    """The knobs whose TOML key lies in ``table`` ("run", "simulator"), in field order."""
+    return [(n, k) for n, k in knobs() if k.toml and k.toml.startswith(table + ".")]
