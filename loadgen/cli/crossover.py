@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -12,107 +10,52 @@ from pathlib import Path
 
 import orjson
 
-from loadgen.client.stream import Timeouts
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.compare import analyze_run
 from loadgen.analysis.crossover import MetricAnalysis, StageComparison, Crossover, Region, refine_plan
+from loadgen.cli import front
+from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
-from loadgen.settings.parse import duration, headers, ladder, slo
 from loadgen.run.orchestrate import ServerCommand
-from loadgen.client.protocols import PROTOCOLS
 from loadgen.run.ramp import RampPlan, log, run_ramp
 from loadgen.run.results import ResultsWriter, load
-from loadgen.run.runner import RunOptions
-from loadgen.client.target import Target
+from loadgen.settings import config as cfgmod
+from loadgen.settings import flags
+from loadgen.settings import knobs as K
 
-DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
 PRIMARY = "output_tokens_per_s"
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from", dest="from_", metavar="RESULTS", help="analyse a finished run (its run.json or folder)")
-    p.add_argument("--config", metavar="TOML", help="the ramp config Locust reads (scenarios/example.toml): run, slo, "
-                   "two [targets] (baseline first; each may have start/health/stop_signal), simulator; flags win")
-    p.add_argument("--out", default="results/crossover", help="output folder (default results/crossover)")
-    p.add_argument("--url", help="one port for both servers, which loadgen starts one at a time "
-                   "(needs --baseline-start and --spec-start)")
-    p.add_argument("--baseline-url", help="baseline server; omit both URLs to use the embedded simulator")
-    p.add_argument("--spec-url", help="speculative server")
-    p.add_argument("--baseline-start", help="command that starts the baseline server (one GPU box)")
-    p.add_argument("--spec-start", help="command that starts the speculative server")
-    p.add_argument("--health-path", default="/health", help="health path for started servers")
-    p.add_argument("--protocol", default="sglang", choices=sorted(PROTOCOLS))
-    p.add_argument("--model", default="default")
-    p.add_argument("--header", action="append")
-    p.add_argument("--ladder", default=DEFAULT_LADDER, help=f"concurrency ladder (default {DEFAULT_LADDER})")
-    p.add_argument("--workloads", default="chat", help="comma-separated; each gets its own ladder (default chat)")
-    p.add_argument("--max-tokens", default=None)
-    p.add_argument("--prompt-tokens", default=None)
-    p.add_argument("--ignore-eos", action="store_true")
-    p.add_argument("--tokenizer", default=None)
-    p.add_argument("--duration", default=None, help="steady window per stage (default 30s; 8s on the simulator)")
-    p.add_argument("--requests", type=int, default=None)
-    p.add_argument("--warmup", default=None, help="minimum warm-up per stage (default 5s; 2s on the simulator); "
-                   "the window opens once the load is measured steady")
-    p.add_argument("--max-stage-time", default=None, help="no stage runs longer (e.g. 3m): one hit is cut where it "
-                   "is, kept, marked incomplete and noted, and the ladder goes on")
-    p.add_argument("--max-run-time", default=None, help="the whole run's budget (e.g. 30m), shared out between the "
-                   "stages by their estimates; when spent the run stops and says which stages were not run")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--slo", default=None)
-    p.add_argument("--processes", type=int, default=1)
-    p.add_argument("--read-timeout", default="120s")
-    p.add_argument("--refine", action="store_true", help="add stages between bracketing concurrencies")
-    p.add_argument("--refine-width", type=float, default=1.3, help="stop when the interval's high/low ≤ this")
-    p.add_argument("--refine-budget", type=int, default=4, help="at most this many extra concurrencies")
-    p.add_argument("--confidence", type=float, default=0.90)
-    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
-    sim = p.add_argument_group("embedded simulator (when no URL is given)")
-    sim.add_argument("--sim-profile", default="pcie-8gpu-eagle3")
-    sim.add_argument("--sim-time-scale", type=float, default=5.0,
-                     help="run the simulated schedule this many times faster (default 5)")
+    flags.register(p, "crossover")
 
 
-def _source_factory(args):
-    from loadgen.workloads.base import Lengths, resolve
-
-    lengths = Lengths.parse(args.prompt_tokens, args.max_tokens, args.tokenizer, args.ignore_eos)
-    return lambda spec: resolve(spec, lengths).requests
-
-
-def _defaults() -> dict:
-    """The parser's defaults, to tell a flag left alone from one given (for --config)."""
-    p = argparse.ArgumentParser(add_help=False)
-    register(p)
-    return vars(p.parse_args([]))
+def _flag_value(k: K.Knob, v):
+    """A config value as its flag's value (None: the config leaves the flag alone)."""
+    if v is None:
+        return None
+    if k.check == "ladder":
+        return K.ladder_text(v)
+    if k.check == "seconds":
+        return f"{v}s"
+    if k.check == "slo":
+        return ",".join(f"{name}={x:g}" for name, x in v.items()) or None
+    return v
 
 
 def apply_config(args, path: str, d: dict) -> tuple[list, bool]:
-    """Fill the flags the user left at their defaults ``d`` from a ramp config.
+    """Fill the flags the user left at their defaults ``d`` from a ramp config (every crossover knob
+    with a TOML key, settings/knobs.py).
 
-    Returns its targets (TargetConf list) and whether ``args.workloads`` is the
+    Returns its targets (TargetConf list) and whether ``args.workload`` is the
     config's one workload (a mix such as "code:2,chat:1" is one, not two).
     """
-    from loadgen.settings.config import load as load_config
-
-    cfg = load_config(path)
-
-    def unset(name: str) -> bool:
-        return getattr(args, name) == d.get(name)
-
-    fill = {
-        "ladder": ",".join(map(str, cfg.ladder)), "workloads": cfg.workload, "max_tokens": cfg.max_tokens,
-        "prompt_tokens": cfg.prompt_tokens, "ignore_eos": cfg.ignore_eos or None, "tokenizer": cfg.tokenizer,
-        "requests": cfg.requests, "seed": cfg.seed or None,
-        "duration": f"{cfg.duration_s}s" if cfg.duration_s is not None else None,
-        "warmup": f"{cfg.warmup_s}s", "read_timeout": f"{cfg.read_timeout_s}s",
-        "slo": ",".join(f"{k}={v:g}" for k, v in cfg.slo.items()) or None,
-        "sim_profile": cfg.simulator.profile, "sim_time_scale": cfg.simulator.time_scale,
-        "max_stage_time": f"{cfg.max_stage_s}s" if cfg.max_stage_s else None,
-        "max_run_time": f"{cfg.max_run_s}s" if cfg.max_run_s else None,
-    }
-    for name, value in fill.items():
-        if value is not None and unset(name):
+    cfg = cfgmod.load(path)
+    for name, k in K.knobs("crossover"):
+        if not (k.toml and k.from_config) or getattr(args, name) != d.get(name):
+            continue
+        value = _flag_value(k, cfg.slo if k.toml == "slo" else cfgmod.get(cfg, k.attr))
+        if value is not None:
             setattr(args, name, value)
     if cfg.targets:
         if len(cfg.targets) != 2:
@@ -120,16 +63,16 @@ def apply_config(args, path: str, d: dict) -> tuple[list, bool]:
                                f"(baseline first, speculative second), got {len(cfg.targets)}")
         if args.baseline_url is None and args.spec_url is None:
             args.baseline_url, args.spec_url = cfg.targets[0].url, cfg.targets[1].url
-    return cfg.targets, args.workloads == cfg.workload
+    return cfg.targets, args.workload == cfg.workload
 
 
 def run(args) -> int:
-    defaults = _defaults()
+    defaults = flags.defaults("crossover")
     targets_conf, one_workload = apply_config(args, args.config, defaults) if args.config else ([], False)
     if args.from_:
         path = Path(args.from_)
         doc = load(path / "run.json" if path.is_dir() else path)
-        out = Path(args.out) if args.out != "results/crossover" else (path if path.is_dir() else path.parent)
+        out = Path(args.out) if args.out != defaults["out"] else (path if path.is_dir() else path.parent)
         return _analyse_and_report(doc, out, args)
     out = Path(args.out)
     if args.url is not None:
@@ -141,33 +84,31 @@ def run(args) -> int:
         args.baseline_url = args.spec_url = args.url
     on_sim = args.baseline_url is None and args.spec_url is None
     adapt_window = args.duration is None and not args.requests
-    # The simulator runs its schedule time-scaled, so shorter windows hold as many steps.
-    args.duration = args.duration or ("8s" if on_sim else "30s")
-    args.warmup = args.warmup or ("2s" if on_sim else "5s")
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the run like Ctrl-C
+    # The simulator runs its schedule time-scaled, so shorter windows hold as many steps (settings/knobs.py).
+    args.duration = args.duration or K.seconds_text(K.SIM_DURATION_S if on_sim else K.DURATION_S)
+    args.warmup = args.warmup or K.seconds_text(K.SIM_WARMUP_S if on_sim else K.WARMUP_S)
+    front.sigterm_like_ctrl_c()
     if (args.baseline_url is None) != (args.spec_url is None):
         raise LoadgenError("give both --baseline-url and --spec-url, or neither (embedded simulator)")
-    tokenizer = None
-    if args.tokenizer:
-        from loadgen.client.tokencount import load_tokenizer
-
-        tokenizer = load_tokenizer(args.tokenizer)
-    opts = RunOptions(slo=slo(args.slo), timeouts=Timeouts(read_s=duration(args.read_timeout, "--read-timeout")),
-                      tokenizer=tokenizer, seed=args.seed)
+    s = flags.typed(args, "crossover")
+    opts = front.run_options(s)
     if one_workload:
-        workloads = [args.workloads.strip()]
+        workloads = [s.workload.strip()]
     else:
-        workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    make_source = _source_factory(args)
-    for w in workloads:
-        make_source(w)  # a bad workload name fails here, before any server starts
-    concurrencies = ladder(args.ladder, "--ladder")
+        workloads = [w.strip() for w in s.workload.split(",") if w.strip()]
+    make_source = front.source_factory(s, workloads)  # a bad workload name fails here, before any server starts
     with ExitStack() as stack:
-        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": args.seed,
+        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed,
                       "roles": {"baseline": "baseline", "spec": "spec"}}
         commands = {}
         if args.baseline_url is None:
-            base_url, spec_url = _start_simulators(stack, args, meta)
+            base_url, spec_url = front.start_simulators(stack, s, ("baseline", "spec"))
+            # what it takes to recompute the traffic the simulators saw, for their own crossover (sim.known)
+            meta["simulator"] = {"profile": s.sim_profile, "time_scale": s.sim_time_scale, "seed": s.seed,
+                                 "protocol": s.protocol, "max_tokens": s.max_tokens,
+                                 "prompt_tokens": s.prompt_tokens, "ignore_eos": s.ignore_eos,
+                                 "tokenizer": s.tokenizer}
+            log(f"no URLs given: embedded simulators ({s.sim_profile}) baseline {base_url}, spec {spec_url}")
         else:
             base_url, spec_url = args.baseline_url, args.spec_url
             for label, cmd, url in (("baseline", args.baseline_start, base_url), ("spec", args.spec_start, spec_url)):
@@ -179,9 +120,8 @@ def run(args) -> int:
                     commands[label] = ServerCommand(label, tc.start, tc.url.rstrip("/") + tc.health,
                                                     stop_signal=tc.stop_signal, startup_timeout_s=tc.startup_timeout_s,
                                                     log_path=out / f"{label}.server.log")
-        hdrs = headers(args.header)
-        targets = [Target("baseline", base_url, args.protocol, args.model, dict(hdrs)),
-                   Target("spec", spec_url, args.protocol, args.model, dict(hdrs))]
+        targets = [Target("baseline", base_url, s.protocol, s.model, dict(s.header), s.spec_details),
+                   Target("spec", spec_url, s.protocol, s.model, dict(s.header), s.spec_details)]
         for t, tc in zip(targets, targets_conf):  # the config's per-target settings, unless a flag said otherwise
             if args.protocol == defaults["protocol"]:
                 t.protocol = tc.protocol
@@ -189,59 +129,29 @@ def run(args) -> int:
                 t.model = tc.model
             if not args.header:
                 t.headers = dict(tc.headers)
-            t.spec_details = tc.spec_details
-        plan = RampPlan(targets=targets, ladder=concurrencies, workloads=workloads, make_source=make_source, opts=opts,
-                        duration_s=None if args.requests else duration(args.duration),
-                        requests=args.requests, warmup_s=duration(args.warmup, "--warmup"),
-                        processes=args.processes, commands=commands, adapt_window=adapt_window,
-                        max_stage_s=duration(args.max_stage_time, "--max-stage-time") if args.max_stage_time else None,
-                        max_run_s=duration(args.max_run_time, "--max-run-time") if args.max_run_time else None)
+            t.spec_details = s.spec_details or tc.spec_details
+        plan = front.ramp_plan(s, targets, workloads, make_source, opts, commands=commands,
+                               adapt_window=adapt_window)
         meta["ladder"] = plan.ladder
         meta["workloads"] = plan.workloads
-        meta["targets"] = [{"label": t.label, "url": t.url, "protocol": t.protocol} for t in targets]
+        meta["targets"] = front.target_meta(targets)
         writer = ResultsWriter(out / "run.json", meta)
-        try:
-            run_ramp(plan, writer)
-            if args.refine and writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
+        front.probe_ahead(targets, commands, writer)
+        def refine() -> None:
+            if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
                 _refine(plan, writer, args)
-        except KeyboardInterrupt:
-            log("interrupted: analysing the stages that finished")
-            writer.finish(interrupted=True)
-            if writer.stages:
-                _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
-            return 130
-        except LoadgenError as exc:
-            # e.g. a server that never became healthy mid-ladder: what was measured is kept and analysed
-            if not writer.stages:
-                raise
-            log(f"error: {exc}")
-            log("the run stopped there: analysing the stages that finished")
-            writer.finish(interrupted=False, error=str(exc))
-            _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
-            return 1
-        writer.finish(interrupted=False)
-    return _analyse_and_report(load(out / "run.json"), out, args)
 
-
-def _start_simulators(stack: ExitStack, args, meta: dict) -> tuple[str, str]:
-    from loadgen.sim.process import SimProcess
-
-    cpus = sorted(os.sched_getaffinity(0))
-    sim_cpu = cpus[0] if len(cpus) > 1 else None
-    urls = []
-    for mode in ("baseline", "spec"):
-        sim = stack.enter_context(SimProcess(profile=args.sim_profile, mode=mode, time_scale=args.sim_time_scale,
-                                             seed=args.seed, cpu=sim_cpu))
-        urls.append(sim.url)
-    if sim_cpu is not None:
-        os.sched_setaffinity(0, set(cpus[1:]))  # the client keeps the other cores
-    # what it takes to recompute the traffic the simulators saw, for their own crossover (sim.known)
-    meta["simulator"] = {"profile": args.sim_profile, "time_scale": args.sim_time_scale, "seed": args.seed,
-                         "protocol": args.protocol, "max_tokens": args.max_tokens,
-                         "prompt_tokens": args.prompt_tokens, "ignore_eos": args.ignore_eos,
-                         "tokenizer": args.tokenizer}
-    log(f"no URLs given: embedded simulators ({args.sim_profile}) baseline {urls[0]}, spec {urls[1]}")
-    return urls[0], urls[1]
+        outcome = front.drive(plan, writer, keep_on_error=True, then=refine if args.refine else None)
+    if outcome.status == "done":
+        return _analyse_and_report(load(out / "run.json"), out, args)
+    if outcome.status == "interrupted":
+        log("interrupted: analysing the stages that finished")
+    else:
+        log(f"error: {outcome.error}")
+        log("the run stopped there: analysing the stages that finished")
+    if outcome.stages:
+        _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
+    return outcome.exit_code
 
 
 def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:

@@ -57,7 +57,7 @@ def test_ctrl_c_keeps_finished_stages(tmp_path):
 def test_bad_input_is_one_line(tmp_path):
     for args, words in [
         (["--url", "ftp://x"], "not an http(s) URL"),
-        (["--url", "http://127.0.0.1:9", "--concurrency", "5,2"], "must increase"),
+        (["--url", "http://127.0.0.1:9", "--ladder", "5,2"], "must increase"),
         (["--url", "http://127.0.0.1:9", "--workload", "nosuch"], "nosuch"),
         (["--url", "http://127.0.0.1:9", "--duration", "abc"], "--duration"),
         (["--url", "http://127.0.0.1:9", "--slo", "foo=1"], "--slo"),

@@ -1,0 +1,137 @@
+"""What ``loadgen run`` and ``loadgen crossover`` share: typed settings in, a ramp run and its results out.
+
+In: a typed :class:`~loadgen.settings.knobs.Settings` (settings/flags.typed), the targets, the
+workloads. Out: the request sources and run options built from the settings, the embedded
+simulators started (pinned to a core of their own), the targets probed, the RampPlan, and
+the ramp run to its end, its interruption or its error, with the results file closed each way.
+``loadgen run`` is a ramp of one target built here the same way as the crossover's two.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Callable
+
+from loadgen.client.stream import Timeouts
+from loadgen.client.target import Target
+from loadgen.errors import LoadgenError
+from loadgen.run.orchestrate import ServerCommand
+from loadgen.run.probe import probe_sync
+from loadgen.run.ramp import RampPlan, run_ramp
+from loadgen.run.results import ResultsWriter
+from loadgen.run.runner import RunOptions
+from loadgen.settings.knobs import Settings
+
+
+def sigterm_like_ctrl_c() -> None:
+    """SIGTERM ends the run as Ctrl-C does (during a stage the event loop takes both)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def source_factory(s: Settings, workloads: list[str]) -> Callable[[str], Callable]:
+    """workload spec → its request iterator (a bound method of a plain object: worker processes unpickle it).
+
+    Every workload resolves now: a bad name fails before any server starts."""
+    from loadgen.workloads.base import Lengths, resolve
+
+    lengths = Lengths.parse(s.prompt_tokens, s.max_tokens, s.tokenizer, s.ignore_eos)
+
+    def make_source(spec: str):
+        return resolve(spec, lengths).requests
+
+    for w in workloads:
+        make_source(w)
+    return make_source
+
+
+def run_options(s: Settings) -> RunOptions:
+    if s.processes is not None and s.processes < 1:
+        raise LoadgenError(f"--processes must be >= 1, got {s.processes}")
+    tokenizer = None
+    if s.tokenizer:
+        from loadgen.client.tokencount import load_tokenizer
+
+        tokenizer = load_tokenizer(s.tokenizer)
+    return RunOptions(slo=s.slo, timeouts=Timeouts(read_s=s.read_timeout), tokenizer=tokenizer, seed=s.seed)
+
+
+def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> list[str]:
+    """One embedded simulator per mode, on the first core when there are two or more (the client keeps the
+    others: on one shared core the simulator's step timing and the client's stamps disturb each other)."""
+    from loadgen.sim.process import SimProcess
+
+    cpus = sorted(os.sched_getaffinity(0))
+    sim_cpu = cpus[0] if len(cpus) > 1 else None
+    urls = [stack.enter_context(SimProcess(profile=s.sim_profile, mode=mode, time_scale=s.sim_time_scale,
+                                           seed=s.seed, cpu=sim_cpu)).url for mode in modes]
+    if sim_cpu is not None:
+        os.sched_setaffinity(0, set(cpus[1:]))
+    return urls
+
+
+def probe_ahead(targets: list[Target], commands: dict[str, ServerCommand], writer: ResultsWriter) -> None:
+    """Probe each target loadgen does not start itself, before the first stage: say now when one does not
+    answer, record what it is (run.json's servers and targets), and ask SGLang on OpenAI routes for its
+    acceptance (it reports it there only when asked). A started server is probed once up (run/ramp.py)."""
+    servers = writer.run.setdefault("servers", {})
+    for t, meta in zip(targets, writer.run.get("targets", [])):
+        if t.label in commands:
+            continue
+        found = probe_sync(t.url)
+        if not found.reachable:
+            # Not fatal: every request of the run will be counted as a failure with the reason.
+            print(f"loadgen: warning: {t.url} does not answer ({found.error})", file=sys.stderr)
+        if found.engine == "sglang" and t.protocol != "sglang":
+            t.spec_details = True
+        meta["server"] = servers[t.label] = found.to_dict()
+    writer.flush()
+
+
+def target_meta(targets: list[Target]) -> list[dict]:
+    return [{"label": t.label, "url": t.url, "protocol": t.protocol} for t in targets]
+
+
+def ramp_plan(s: Settings, targets: list[Target], workloads: list[str], make_source, opts: RunOptions, *,
+              commands: dict[str, ServerCommand] | None = None, adapt_window: bool = False) -> RampPlan:
+    return RampPlan(targets=targets, ladder=s.ladder, workloads=workloads, make_source=make_source, opts=opts,
+                    duration_s=None if s.requests else s.duration, requests=s.requests, warmup_s=s.warmup,
+                    processes=s.processes, loop=s.loop, commands=commands or {}, adapt_window=adapt_window,
+                    max_stage_s=s.max_stage_time, max_run_s=s.max_run_time)
+
+
+@dataclass
+class Outcome:
+    status: str
+    """"done", "interrupted" (Ctrl-C or SIGTERM) or "error" (a LoadgenError after some stages: they are kept)."""
+    stages: list[dict]
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return {"done": 0, "interrupted": 130, "error": 1}[self.status]
+
+
+def drive(plan: RampPlan, writer: ResultsWriter, *, then: Callable[[], None] | None = None,
+          keep_on_error: bool = False) -> Outcome:
+    """Run the ramp (then ``then``, e.g. refinement rounds) and close the results file however it ends.
+
+    ``keep_on_error``: a LoadgenError once stages were measured (a server that never became healthy
+    mid-ladder) ends the run with what was measured; otherwise it propagates (one error line, status 2)."""
+    try:
+        done = run_ramp(plan, writer)
+        if then is not None:
+            then()
+    except KeyboardInterrupt:
+        writer.finish(interrupted=True)
+        return Outcome("interrupted", writer.stages)
+    except LoadgenError as exc:
+        if not (keep_on_error and writer.stages):
+            raise
+        writer.finish(interrupted=False, error=str(exc))
+        return Outcome("error", writer.stages, str(exc))
+    writer.finish(interrupted=False)
+    return Outcome("done", done if then is None else writer.stages)

@@ -1,0 +1,162 @@
+"""One definition of every knob (settings/knobs.py): the flags of `loadgen run` and `loadgen crossover`, their
+old names, the TOML keys crossover reads and the defaults all come from it (the Locust ramp's options:
+tests/locust/test_config.py)."""
+
+import argparse
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadgen.cli import front, main
+from loadgen.settings import config as cfgmod
+from loadgen.settings import flags
+from loadgen.settings import knobs as K
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Every flag each front had before the one definition (measured on main, 5c03b54): none may go.
+OLD = {
+    "run": {"--url", "--protocol", "--model", "--label", "--concurrency", "--duration", "--requests", "--warmup",
+            "--max-stage-time", "--max-run-time", "--workload", "--max-tokens", "--prompt-tokens", "--ignore-eos",
+            "--seed", "--slo", "--tokenizer", "--header", "--read-timeout", "--processes", "--loop", "--spec-details",
+            "--out", "--sim-profile", "--sim-mode", "--sim-time-scale"},
+    "crossover": {"--from", "--config", "--out", "--url", "--baseline-url", "--spec-url", "--baseline-start",
+                  "--spec-start", "--health-path", "--protocol", "--model", "--header", "--ladder", "--workloads",
+                  "--max-tokens", "--prompt-tokens", "--ignore-eos", "--tokenizer", "--duration", "--requests",
+                  "--warmup", "--max-stage-time", "--max-run-time", "--seed", "--slo", "--processes",
+                  "--read-timeout", "--refine", "--refine-width", "--refine-budget", "--confidence", "--no-report",
+                  "--sim-profile", "--sim-time-scale"},
+}
+# (old name, canonical name, a value)
+ALIASES = [("--concurrency", "--ladder", "1,3"), ("--workloads", "--workload", "code"),
+           ("--stage-duration", "--duration", "7s"), ("--stage-requests", "--requests", "9")]
+
+
+def cli_parser(command: str) -> argparse.ArgumentParser:
+    """The real subcommand's parser (its module's register)."""
+    p = argparse.ArgumentParser(prog=f"loadgen {command}")
+    importlib.import_module(f"loadgen.cli.{command}").register(p)
+    return p
+
+
+def strings(p) -> set[str]:
+    return {s for a in p._actions for s in a.option_strings} - {"-h", "--help"}
+
+
+def expected(front_: str) -> set[str]:
+    return {s for _, k in K.knobs(front_) for s in (k.flag, *k.aliases)}
+
+
+def parse(front_: str, argv: list[str]):
+    return cli_parser(front_).parse_args(argv)
+
+
+@pytest.mark.parametrize("command", ["run", "crossover"])
+def test_the_commands_have_exactly_the_defined_flags(command):
+    got = strings(cli_parser(command))
+    assert got == expected(command)
+    assert OLD[command] <= got, OLD[command] - got
+    assert {"--loop", "--spec-details"} <= strings(cli_parser("crossover"))
+
+
+@pytest.mark.parametrize("front_", ["run", "crossover"])
+@pytest.mark.parametrize("old,new,value", ALIASES)
+def test_old_names_still_work_and_say_so_once(front_, old, new, value, capsys):
+    if old not in expected(front_):
+        pytest.skip("no such knob on this front")
+    with_new = vars(parse(front_, [new, value]))
+    assert capsys.readouterr().err == ""
+    with_old = vars(parse(front_, [old, value]))
+    assert with_old == with_new
+    assert capsys.readouterr().err.splitlines() == [f"loadgen: note: {old} is deprecated; use {new}"]
+
+
+def test_an_old_name_on_the_real_command_line_is_a_note_then_works(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "loadgen", "run", "--url", "http://127.0.0.1:9", "--concurrency",
+                        "5,2", "--out", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == ["loadgen: note: --concurrency is deprecated; use --ladder",
+                                     "loadgen: error: --ladder: concurrencies must increase, got '5,2'"]
+
+
+def test_a_toml_key_and_its_crossover_flag_set_the_same_setting(tmp_path):
+    """`loadgen crossover --config` fills every flag left alone that has a TOML key; the same values as flags
+    give the same typed settings."""
+    from loadgen.cli import crossover
+
+    given = [(n, k) for n, k in K.knobs("crossover") if k.toml and k.from_config]
+    assert {n for n, _ in given} >= {"ladder", "warmup", "duration", "requests", "seed", "workload", "max_tokens",
+                                     "prompt_tokens", "ignore_eos", "tokenizer", "read_timeout", "loop",
+                                     "max_stage_time", "max_run_time", "slo", "sim_profile", "sim_time_scale"}
+    toml = tmp_path / "x.toml"
+    toml.write_text('[run]\nladder = [1, 3]\nwarmup = "3s"\nduration = "7s"\nrequests = 9\nseed = 4\n'
+                    'workload = "code"\nmax_tokens = 40\nprompt_tokens = "uniform:10,20"\nignore_eos = true\n'
+                    'tokenizer = "tok.json"\nread_timeout = "50s"\nloop = "stamping"\nmax_stage_time = "2m"\n'
+                    'max_run_time = "1h"\n[slo]\nttft_ms = 500\n[simulator]\nprofile = "fast"\ntime_scale = 2.5\n')
+    args = cli_parser("crossover").parse_args(["--config", str(toml)])
+    crossover.apply_config(args, str(toml), flags.defaults("crossover"))
+    from_toml = flags.typed(args, "crossover")
+    by_flags = flags.typed(cli_parser("crossover").parse_args([
+        "--ladder", "1,3", "--warmup", "3s", "--duration", "7s", "--requests", "9", "--seed", "4", "--workload", "code",
+        "--max-tokens", "40", "--prompt-tokens", "uniform:10,20", "--ignore-eos", "--tokenizer", "tok.json",
+        "--read-timeout", "50s", "--loop", "stamping", "--max-stage-time", "2m", "--max-run-time", "1h",
+        "--slo", "ttft_ms=500", "--sim-profile", "fast", "--sim-time-scale", "2.5", "--config", str(toml)]),
+        "crossover")
+    for name, _ in given:
+        assert getattr(from_toml, name) == getattr(by_flags, name), name
+    assert from_toml.ladder == [1, 3] and from_toml.duration == 7.0 and from_toml.slo.ttft_ms == 500
+
+
+def test_each_default_is_defined_once():
+    assert cfgmod.RampConfig().ladder == K.LADDER and cfgmod.SimConf().profile == K.SIM_PROFILE
+    assert flags.defaults("crossover")["ladder"] == "1,2,5,10,30,70,100,250"
+    assert flags.defaults("run")["ladder"] == "1,2,5,10"
+    for f in ("run", "crossover"):
+        assert flags.defaults(f)["sim_profile"] == "pcie-8gpu-eagle3"
+        assert flags.defaults(f)["read_timeout"] == "120s"
+    assert flags.defaults("run")["warmup"] == "5s" and flags.defaults("run")["duration"] == "30s"
+    assert (cfgmod.RampConfig().warmup_s, cfgmod.RampConfig().duration_s) == (5.0, 30.0)
+    assert flags.defaults("crossover")["sim_time_scale"] == 5.0 and flags.defaults("run")["sim_time_scale"] == 1.0
+    assert flags.defaults("run")["out"] == "results/run.json" and cfgmod.RampConfig().out == "results/ramp"
+
+
+def _plan(monkeypatch, tmp_path, argv):
+    """The RampPlan a command builds (no simulator, no load: the ramp is replaced by one that is interrupted)."""
+    seen = {}
+    monkeypatch.setattr(front, "start_simulators", lambda stack, s, modes: [f"http://127.0.0.1:{9 + i}"
+                                                                           for i, _ in enumerate(modes)])
+    monkeypatch.setattr(front, "probe_ahead", lambda *a: None)
+
+    def drive(plan, writer, **kw):
+        seen["plan"] = plan
+        writer.finish(interrupted=True)
+        return front.Outcome("interrupted", [])
+
+    monkeypatch.setattr(front, "drive", drive)
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 130
+    return seen["plan"]
+
+
+def test_crossover_loop_and_spec_details_reach_the_run(monkeypatch, tmp_path):
+    argv = ["--ladder", "1,4", "--protocol", "chat", "--loop", "asyncio", "--spec-details"]
+    xo = _plan(monkeypatch, tmp_path, ["crossover", *argv])
+    assert xo.loop == "asyncio" and [(t.label, t.spec_details) for t in xo.targets] == [
+        ("baseline", True), ("spec", True)]
+    assert _plan(monkeypatch, tmp_path, ["crossover", "--ladder", "1"]).loop == "auto"
+    assert not any(t.spec_details for t in _plan(monkeypatch, tmp_path, ["crossover", "--ladder", "1"]).targets)
+    run = _plan(monkeypatch, tmp_path, ["run", *argv])  # built the same way as loadgen run's one target
+    assert run.loop == "asyncio" and run.targets[0].spec_details is True
+    assert (xo.ladder, xo.warmup_s, xo.duration_s) == ([1, 4], K.SIM_WARMUP_S, K.SIM_DURATION_S)
+    assert (run.ladder, run.warmup_s, run.duration_s) == ([1, 4], K.WARMUP_S, K.DURATION_S)
+
+
+@pytest.mark.parametrize("cmd", [["-m", "loadgen", "run", "--help"], ["-m", "loadgen", "crossover", "--help"],
+                                 ["-m", "locust", "-f", "scenarios/ramp.py", "--help"]])
+def test_help_works(cmd):
+    p = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    if "loadgen" in cmd:
+        assert "--ladder" in p.stdout and "--workload" in p.stdout and "--loop" in p.stdout
