@@ -1,7 +1,7 @@
 """The two-target concurrency ramp as a Locust locustfile.
 
     locust -f scenarios/ramp.py --headless                       # embedded simulators, default ladder
-    locust -f scenarios/ramp.py --headless --ladder 1,2 --stage-duration 5s --warmup 1s
+    locust -f scenarios/ramp.py --headless --ladder 1,2 --duration 5s --warmup 1s
     locust -f scenarios/ramp.py --config scenarios/example.toml  # web UI on http://localhost:8089
     locust -f scenarios/ramp.py --headless --processes 2         # users spread over 2 worker processes
 

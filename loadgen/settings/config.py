@@ -10,7 +10,7 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
     [run]        ladder, warmup, duration | requests, seed, workload, prompt_tokens,
                  max_tokens, ignore_eos, tokenizer, out, bin, max_cooldown,
                  connect_timeout, read_timeout, loop, keep_parts
-    [slo]        ttft_ms, tpot_ms, itl_ms, e2e_ms
+    [slo]        ttft_ms, itl_ms, tpot_ms, e2e_ms (one key per metric with an SLO)
     [targets.X]  url, protocol, model, headers, spec_details   (stages alternate in file order)
                  start, health, stop_signal, startup_timeout (loadgen crossover: a command
                  that starts the server, run one target at a time)
@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import signal
 import socket
-import tomllib
+import tomli  # a declared dependency: tomllib is Python 3.11+, and the package supports 3.10
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from loadgen.errors import LoadgenError
+from loadgen.metrics import SLO_METRICS
 from loadgen.client.protocols import PROTOCOLS
 from loadgen.settings import knobs as K
 from loadgen.settings.knobs import Knob
@@ -240,7 +241,7 @@ class _Checker:
 
 # The [run] and [simulator] keys are the knobs' (settings/knobs.py), in their order there.
 RUN_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("run"))
-SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+SLO_KEYS = tuple(m.slo_key for m in SLO_METRICS)  # the metrics registry says which metrics take an SLO
 TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
                "startup_timeout")
 SIM_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("simulator"))
@@ -337,8 +338,8 @@ def load(path: str | Path | None) -> RampConfig:
     except OSError as exc:
         raise LoadgenError(f"{p}: cannot read: {exc.strerror}") from None
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        doc = tomli.loads(text)
+    except tomli.TOMLDecodeError as exc:
         raise LoadgenError(f"{p}: not valid TOML: {exc}") from None
     return parse(doc, p.name)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from loadgen.errors import LoadgenError
+from loadgen.metrics import SLO_METRICS
 from loadgen.stage.result import Slo
 
 _DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -43,7 +44,8 @@ def slo(text: str | None) -> Slo:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or not hasattr(out, key):
-            raise LoadgenError(f"--slo: {part!r} is not one of ttft_ms=, tpot_ms=, itl_ms=, e2e_ms=")
+            keys = ", ".join(f"{m.slo_key}=" for m in SLO_METRICS)
+            raise LoadgenError(f"--slo: {part!r} is not one of {keys}")
         try:
             setattr(out, key, float(value))
         except ValueError:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RAMP = ROOT / "scenarios" / "ramp.py"
 LOCUST = [sys.executable, "-m", "locust"]
 
-FAST = ["--warmup", "0.5s", "--stage-duration", "1s", "--sim-time-scale", "10"]
+FAST = ["--warmup", "0.5s", "--duration", "1s", "--sim-time-scale", "10"]
 """Short stages against a 10x simulator: figures are real, the run takes seconds."""
 
 

@@ -60,7 +60,7 @@ def test_master_merges_two_workers_histograms_exactly(tmp_path):
 @pytest.mark.slow
 def test_dead_worker_master_says_so_keeps_the_rest_marks_stage_incomplete(tmp_path):
     out = tmp_path / "out"
-    master, workers = _cluster(tmp_path, "--ladder", "2", "--warmup", "1s", "--stage-duration", "8s",
+    master, workers = _cluster(tmp_path, "--ladder", "2", "--warmup", "1s", "--duration", "8s",
                                "--sim-time-scale", "10", "--out", str(out), "--keep-parts")
     try:
         wait_for(lambda: "stage 1/2: baseline C=2" in (tmp_path / "master.log").read_text(), 60, "stage 1")
