@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -72,7 +73,17 @@ def run(args) -> int:
     if args.from_:
         path = Path(args.from_)
         doc = load(path / "run.json" if path.is_dir() else path)
-        out = Path(args.out) if args.out != defaults["out"] else (path if path.is_dir() else path.parent)
+        src = path if path.is_dir() else path.parent
+        out = Path(args.out) if args.out != defaults["out"] else src
+        if out.resolve() != src.resolve():
+            # The report reads the run from the folder it is written to: a new --out gets a copy of
+            # the run's files (before, the analysis printed and then the report failed: no run.json).
+            out.mkdir(parents=True, exist_ok=True)
+            run_json = path if path.is_file() else path / "run.json"
+            shutil.copyfile(run_json, out / "run.json")
+            for sibling in (run_json.with_suffix(".csv"), run_json.with_suffix(".hlog")):
+                if sibling.is_file():
+                    shutil.copyfile(sibling, out / f"run{sibling.suffix}")
         return _analyse_and_report(doc, out, args)
     out = Path(args.out)
     if args.url is not None:

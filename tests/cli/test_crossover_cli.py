@@ -231,3 +231,20 @@ def test_a_server_that_never_becomes_healthy_mid_ladder_keeps_what_was_measured(
     assert "NOT COMPARED" in p.stdout
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_from_into_another_out_folder_writes_a_whole_results_folder(tmp_path):
+    """--from A --out B: the analysis and the report land in B with a copy of the run (the report used to
+    fail there, after printing the analysis: B had no run.json); A is left as it was."""
+    src = tmp_path / "src"
+    p = loadgen("crossover", "--ladder", "1,3", "--duration", "1s", "--warmup", "0.3s", "--sim-time-scale", "10",
+                "--out", str(src), "--no-report")
+    assert p.returncode == 0, p.stderr
+    before = sorted(x.name for x in src.iterdir())
+    dst = tmp_path / "dst"
+    again = loadgen("crossover", "--from", str(src / "run.json"), "--out", str(dst))
+    assert again.returncode == 0, again.stderr
+    assert {"run.json", "run.csv", "run.hlog", "crossover.json", "report.html"} <= {x.name for x in dst.iterdir()}
+    assert (dst / "run.json").read_bytes() == (src / "run.json").read_bytes()
+    assert json.loads((dst / "crossover.json").read_text()) == json.loads((src / "crossover.json").read_text())
+    assert sorted(x.name for x in src.iterdir()) == before
