@@ -59,10 +59,10 @@ def _stage_workloads(s: dict) -> list[str]:
 
 def _components(spec: str) -> list[str]:
     """The request workload names a planned workload spec produces (a mix: each part)."""
-    from loadgen.workloads.base import _split_mix
+    from loadgen.workloads.registry import split_mix
 
     try:
-        mix = _split_mix(str(spec))
+        mix = split_mix(str(spec))
     except LoadgenError:
         mix = None
     return [name for name, w in mix if w > 0] if mix else [str(spec)]

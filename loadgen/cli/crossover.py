@@ -217,7 +217,7 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
 def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
     from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
 
-    from loadgen.report.html import winner_word
+    from loadgen.report.words import winner_word
 
     lines = []
     for wl, per in res["workloads"].items():

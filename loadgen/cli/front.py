@@ -36,7 +36,7 @@ def source_factory(s: Settings, workloads: list[str]) -> Callable[[str], Callabl
     """workload spec → its request iterator (a bound method of a plain object: worker processes unpickle it).
 
     Every workload resolves now: a bad name fails before any server starts."""
-    from loadgen.workloads.base import Lengths, resolve
+    from loadgen.workloads import Lengths, resolve
 
     lengths = Lengths.parse(s.prompt_tokens, s.max_tokens, s.tokenizer, s.ignore_eos)
 
@@ -53,9 +53,9 @@ def run_options(s: Settings) -> RunOptions:
         raise LoadgenError(f"--processes must be >= 1, got {s.processes}")
     tokenizer = None
     if s.tokenizer:
-        from loadgen.client.tokencount import load_tokenizer
+        from loadgen.client.tokencount import load_counter
 
-        tokenizer = load_tokenizer(s.tokenizer)
+        tokenizer = load_counter(s.tokenizer)
     return RunOptions(slo=s.slo, timeouts=Timeouts(read_s=s.read_timeout), tokenizer=tokenizer, seed=s.seed)
 
 

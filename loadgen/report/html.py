@@ -30,11 +30,10 @@ from loadgen.report.htmltables import chip
 from loadgen.report.inputs import analysis, slices, usable
 from loadgen.report.sections import workload_section
 from loadgen.report.templates import read
-from loadgen.report.words import headline, sglang_hint, top_sentence, winner_word
+from loadgen.report.words import headline, sglang_hint, top_sentence
 from loadgen.run.results import load
 
-# winner_word: loadgen.cli.crossover imports it from here (it belongs to words.py)
-__all__ = ["Page", "build", "render", "winner_word"]
+__all__ = ["Page", "build", "render"]
 
 
 @dataclass

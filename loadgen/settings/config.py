@@ -176,7 +176,7 @@ class _Checker:
         return tuple(v)
 
     def length(self, key: str, v: Any) -> str:
-        from loadgen.workloads.base import Length
+        from loadgen.workloads import Length
 
         if isinstance(v, bool) or not isinstance(v, (int, str)):
             raise self.fail(key, f"expected a token count or 'normal:MEAN,STD' / 'uniform:LO,HI', got {self._kind(v)}")
@@ -346,7 +346,7 @@ def load(path: str | Path | None) -> RampConfig:
 
 def check_workload(cfg: RampConfig) -> None:
     """The workload and lengths resolve (a typo fails now, not on the first request)."""
-    from loadgen.workloads.base import Lengths, resolve
+    from loadgen.workloads import Lengths, resolve
 
     try:
         lengths = Lengths.parse(cfg.prompt_tokens, cfg.max_tokens, cfg.tokenizer, cfg.ignore_eos)

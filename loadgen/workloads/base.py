@@ -160,7 +160,7 @@ _MOVED = {
     "Length": "lengths", "Lengths": "lengths", "prompt_tokens": "lengths", "fit_text": "lengths",
     "fit_chat": "lengths", "Shaped": "lengths", "Tokenizer": "tokenizers", "BuiltinTokenizer": "tokenizers",
     "HFTokenizer": "tokenizers", "load_tokenizer": "tokenizers", "Mix": "registry", "available": "registry",
-    "resolve": "registry", "BUILTINS": "registry", "ENTRY_POINT_GROUP": "registry", "_split_mix": "registry",
+    "resolve": "registry", "BUILTINS": "registry", "ENTRY_POINT_GROUP": "registry", "split_mix": "registry",
 }
 
 

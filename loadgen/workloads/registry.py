@@ -129,7 +129,7 @@ def _weight(text: str) -> float | None:
         return None
 
 
-def _split_mix(spec: str) -> list[tuple[str, float]] | None:
+def split_mix(spec: str) -> list[tuple[str, float]] | None:
     """``[(spec, weight), ...]`` for a weighted spec, None for a single unweighted one."""
     items = [item.strip() for item in spec.split(",")]
     weighted = []
@@ -157,7 +157,7 @@ def resolve(spec: str, lengths: Lengths | None = None) -> Workload:
         workload = _load(name)
         return Shaped(workload, lengths) if lengths is not None and lengths.active else workload
 
-    mix = _split_mix(spec)
+    mix = split_mix(spec)
     if mix is None:
         return one(spec)
     weights = [w for _, w in mix]
