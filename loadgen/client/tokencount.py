@@ -91,7 +91,3 @@ def load_counter(path: str) -> TokenCounter:
 
     return load_tokenizer(path).count
 
-
-# Old names, until every caller says TokenCounter / load_counter.
-Tokenizer = TokenCounter
-load_tokenizer = load_counter

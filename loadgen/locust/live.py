@@ -70,9 +70,9 @@ class LiveStage:
         self._requests = plan.requests_iter(self.share, self.n_shares)
         tokenizer = None
         if plan.tokenizer:
-            from loadgen.client.tokencount import load_tokenizer
+            from loadgen.client.tokencount import load_counter
 
-            tokenizer = load_tokenizer(plan.tokenizer)
+            tokenizer = load_counter(plan.tokenizer)
         local_users = max(1, math.ceil(plan.concurrency / self.n_shares))
         try:
             async with StreamClient(

@@ -87,7 +87,7 @@ class StagePlan:
 
     def requests_iter(self, share: int = 0, n_shares: int = 1) -> Iterator[GenRequest]:
         """The stage's request sequence (seed + ladder step), this process's every n-th element."""
-        from loadgen.workloads.base import Lengths, resolve
+        from loadgen.workloads import Lengths, resolve
 
         lengths = Lengths.parse(self.prompt_tokens, self.max_tokens, self.tokenizer, self.ignore_eos)
         it = resolve(self.workload, lengths).requests(self.seed + self.step)

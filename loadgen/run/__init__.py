@@ -1,11 +1,15 @@
-"""Running load: stages, their one lifecycle, and the one stage order.
+"""Running load: the one stage order, one stage's one lifecycle, and the result files.
 
-In: targets, a workload and the run's settings. Out: finished
-:class:`loadgen.stage.result.StageResult` s, written as each stage ends (``run.json``,
+In: targets, a workload source and the run's plan (:class:`loadgen.run.ramp.RampPlan`). Out:
+finished :class:`loadgen.stage.result.StageResult` s, written as each stage ends (``run.json``,
 ``run.csv``, ``run.hlog``), plus the run's cut, estimates and progress lines.
 
-- ``runner``: one stage (users, warm-up until steady, window, cool-down), in one or many processes;
-- ``ramp``: the stage order over targets and concurrencies, budgets and estimates;
+- ``order``: the one stage order (targets alternating per concurrency) and each stage's plan
+  (steady warm-up, window, budget share, estimates); ``ramp`` runs that order;
+- ``spec``: what a stage is asked to do; ``window``: its bookkeeping;
+- ``lifecycle``: the one window lifecycle (warm-up until steady, open/close, cool-down, cut,
+  notes), used by ``stage`` (one process), ``processes`` (N processes) and the Locust stage;
+- ``runner``: the names callers import, in one place;
 - ``orchestrate``/``probe``: starting servers and asking them what they are;
 - ``servermetrics``: the server's own ``/metrics`` view of each window;
 - ``results``: the result files; ``progress``: the live progress line.

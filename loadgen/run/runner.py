@@ -23,9 +23,6 @@ from loadgen.run.stage import CONNECT_BACKOFF_S, run_stage, run_stage_sync
 from loadgen.run.window import (ENDED_KEEP_NS, FAR, FAR_NS, OPEN_AHEAD_NS, OPEN_SCRAPE_LEAD_NS, RecordFolder,
                                 StageState, Steadiness)
 
-_frozen_heap = frozen_heap
-"""The old private name (tests/client/test_accuracy.py, tests/run/test_vs_simulator.py import it)."""
-
 __all__ = [
     "CONNECT_BACKOFF_S", "Cut", "ENDED_KEEP_NS", "FAR", "FAR_NS", "Interrupted", "Lifecycle", "OPEN_AHEAD_NS",
     "OPEN_SCRAPE_LEAD_NS", "RecordFolder", "RequestSource", "RunOptions", "StageSpec", "StageState", "Steadiness",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from loadgen.client.stream import Timeouts
-from loadgen.client.tokencount import Tokenizer
+from loadgen.client.tokencount import TokenCounter
 from loadgen.errors import LoadgenError
 from loadgen.request import GenRequest
 from loadgen.stage.result import Slo, StageResult
@@ -86,7 +86,7 @@ class StageSpec:
 class RunOptions:
     slo: Slo = None  # type: ignore[assignment]
     timeouts: Timeouts = Timeouts()
-    tokenizer: Tokenizer | None = None
+    tokenizer: TokenCounter | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -150,23 +150,3 @@ def split_chat(messages: Sequence[dict]) -> tuple[tuple[dict, ...], tuple[dict, 
     while lead < len(msgs) - 1 and msgs[lead].get("role") == "system":
         lead += 1
     return msgs[:lead], msgs[lead:-1], msgs[-1:]
-
-
-
-
-# Names that lived here before the split into lengths/tokenizers/registry: resolved lazily
-# (those modules import this one) for callers not yet moved to ``loadgen.workloads``.
-_MOVED = {
-    "Length": "lengths", "Lengths": "lengths", "prompt_tokens": "lengths", "fit_text": "lengths",
-    "fit_chat": "lengths", "Shaped": "lengths", "Tokenizer": "tokenizers", "BuiltinTokenizer": "tokenizers",
-    "HFTokenizer": "tokenizers", "load_tokenizer": "tokenizers", "Mix": "registry", "available": "registry",
-    "resolve": "registry", "BUILTINS": "registry", "ENTRY_POINT_GROUP": "registry", "split_mix": "registry",
-}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"loadgen.workloads.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loadgen.errors import LoadgenError
 from loadgen.request import GenRequest
-from loadgen.workloads.base import DraftWorkload, Workload, derive, one_line
+from loadgen.workloads.base import Workload, derive, one_line
 from loadgen.workloads.lengths import Lengths, Shaped
 
 ENTRY_POINT_GROUP = "loadgen.workloads"

@@ -10,7 +10,7 @@ from loadgen.bench.sendlog import compare, truth_record
 from loadgen.client.stream import StreamClient
 from loadgen.client.protocols import get_protocol
 from loadgen.request import GenRequest
-from loadgen.run.runner import _frozen_heap, new_event_loop
+from loadgen.run.runner import frozen_heap, new_event_loop
 
 from loadgen.bench.procs import pinned, schedserver
 
@@ -39,7 +39,7 @@ async def _drive(url, protocol, concurrency, per_user, max_tokens):
 def measure(url, protocol, concurrency, per_user, max_tokens, loop_kind="auto"):
     loop = new_event_loop(loop_kind)
     try:
-        with _frozen_heap():  # as the stage runner measures
+        with frozen_heap():  # as the stage runner measures
             records, truth = loop.run_until_complete(_drive(url, protocol, concurrency, per_user, max_tokens))
     finally:
         loop.close()

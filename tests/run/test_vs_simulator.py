@@ -13,7 +13,7 @@ from loadgen.bench.sendlog import compare, truth_record
 from loadgen.client.stream import StreamClient
 from loadgen.client.protocols import get_protocol
 from loadgen.request import GenRequest
-from loadgen.run.runner import _frozen_heap, new_event_loop
+from loadgen.run.runner import frozen_heap, new_event_loop
 from loadgen.sim.process import SimProcess
 
 async def _drive(url, protocol, concurrency, per_user, stagger_s=0.0):
@@ -74,7 +74,7 @@ def test_chunks_tokens_and_accept_length_match_the_server(spec_sim, protocol):
 
 @pytest.mark.parametrize("concurrency", [1, 50])
 def test_ttft_itl_chunk_gap_within_half_a_millisecond_of_the_simulator(spec_sim, concurrency):
-    with pinned(1), _frozen_heap():  # as the stage runner measures
+    with pinned(1), frozen_heap():  # as the stage runner measures
         records, truth = run(spec_sim, "sglang", concurrency, 24 if concurrency == 1 else 2, stagger_s=0.004)
     by_id = {t["rid"]: t for t in truth}
     # Truth: the simulator's write time of every event carrying tokens, from the instant the client's
