@@ -2,7 +2,7 @@
 speculative llama-server, with the predictable, code and freetext workloads mixed.
 
 Each run is a C=1,2,4 ladder (the servers have 4 slots) of 4 s windows, 40-56 output tokens
-and 64-token prompts, the client pinned away from the servers' core, while a thread scrapes
+and 160-token prompts, the client pinned away from the servers' core, while a thread scrapes
 the server's /metrics so every stage can be held against the server's own figures.
 """
 
@@ -25,7 +25,11 @@ pytestmark = pytest.mark.e2e
 
 LADDER = [1, 2, 4]
 WORKLOADS = ("predictable", "code", "freetext")
-STAGE = ["--duration", "4s", "--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "64"]
+# 160-token prompts: at 64 the copy and edit prompts lose the text their answer repeats, and
+# predictable acceptance was no better than freetext's (pooled accepted per output token, seeds
+# 7/8: 0.00/0.38 against 0.06/0.34; the test passed or failed on which requests the windows
+# caught). At 160, seeds 7-11: 0.52-0.82 against 0.17-0.34.
+STAGE = ["--duration", "4s", "--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "160"]
 
 
 @pytest.fixture(scope="module", params=[("baseline", "completions"), ("spec", "chat")], ids=lambda p: f"{p[0]}-{p[1]}")
@@ -34,7 +38,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     server: LlamaServer = request.getfixturevalue(f"llama_{label}_server")
     out = tmp_path_factory.mktemp(f"run-{label}") / "run.json"
     cmd = LOADGEN + ["run", "--url", server.url, "--protocol", protocol, "--label", label, "--model", "gemma",
-                     "--concurrency", ",".join(map(str, LADDER)), "--workload", ":1,".join(WORKLOADS) + ":1",
+                     "--ladder", ",".join(map(str, LADDER)), "--workload", ":1,".join(WORKLOADS) + ":1",
                      "--seed", "7", *STAGE, "--out", str(out)]
     with MetricsPoller(server.url) as poller:
         proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300)
@@ -85,11 +89,14 @@ def test_acceptance_is_reported_per_workload(run: dict) -> None:
         return
     assert sum(s["drafts"]["proposed"] for s in stages) > 0
     pred, free = pooled_acceptance(stages, "predictable"), pooled_acceptance(stages, "freetext")
-    # Copy-style prompts make the output repeat the prompt: most drafts are accepted and a
-    # large share of the output comes from drafts; open text at temperature 0.8-1.0 much less.
+    # Copy-style prompts make the output repeat the prompt: the n-gram drafter finds matches far
+    # more often, most of its drafts are accepted, and a large share of the output comes from
+    # drafts; open text at temperature 0.8-1.0 much less. The accept rate alone does not tell them
+    # apart: n-gram drafts are only proposed on a match, and a match is usually right for either
+    # (freetext 0.50-0.87 measured, predictable 0.66-1.0; comparing the two rates failed 1 run in 3).
     assert pred["accepted_per_token"] > free["accepted_per_token"], (pred, free)
-    if free["proposed"]:
-        assert pred["accept_rate"] > free["accept_rate"], (pred, free)
+    assert pred["proposed"] / pred["tokens"] > free["proposed"] / free["tokens"], (pred, free)
+    assert pred["accept_rate"] > 0.5, pred
 
 
 # --------------------------------------------------------------------------- bad input
