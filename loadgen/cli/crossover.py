@@ -13,7 +13,7 @@ import orjson
 
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.compare import analyze_run
-from loadgen.analysis.crossover import MetricAnalysis, StageComparison, Crossover, Region, refine_plan
+from loadgen.analysis.crossover import MetricAnalysis, refine_plan
 from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
@@ -161,20 +161,20 @@ def run(args) -> int:
         log(f"error: {outcome.error}")
         log("the run stopped there: analysing the stages that finished")
     if outcome.stages:
-        _analyse_and_report({"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}, out, args)
+        _analyse_and_report(writer.doc(), out, args)
     return outcome.exit_code
 
 
 def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
     budget = args.refine_budget
     while budget > 0:
-        doc = {"schema": "loadgen.run/1", "run": writer.run, "stages": writer.stages}
+        doc = writer.doc()
         res = analyze_run(doc, [METRICS_BY_NAME[PRIMARY]], confidence=args.confidence)
         extra = []
         for wl, per in res["workloads"].items():
             if wl == "all" or PRIMARY not in per:
                 continue
-            a = _analysis_from_dict(per[PRIMARY]["analysis"])
+            a = MetricAnalysis.from_dict(per[PRIMARY]["analysis"])
             extra += [(wl, c) for c in refine_plan(a, args.refine_width, budget)]
         extra = extra[:budget]
         if not extra:
@@ -183,15 +183,6 @@ def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
         run_ramp(RampPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)} | {"ladder": [], "workloads": []}),
                  writer, extra_stages=extra)
         budget -= len(extra)
-
-
-def _analysis_from_dict(d: dict) -> MetricAnalysis:
-    d = dict(d)
-    d["comparisons"] = [StageComparison(**c) for c in d["comparisons"]]
-    d["regions"] = [Region(**r) for r in d["regions"]]
-    d["crossovers"] = [Crossover(**x) for x in d["crossovers"]]
-    d["candidates"] = [Crossover(**x) for x in d.get("candidates", [])]
-    return MetricAnalysis(**d)
 
 
 def _analyse_and_report(doc: dict, out: Path, args) -> int:

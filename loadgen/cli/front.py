@@ -20,7 +20,7 @@ from loadgen.client.stream import Timeouts
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
 from loadgen.run.orchestrate import ServerCommand
-from loadgen.run.probe import probe_sync
+from loadgen.run.probe import probe_target
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter
 from loadgen.run.runner import RunOptions
@@ -75,18 +75,16 @@ def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> l
 
 def probe_ahead(targets: list[Target], commands: dict[str, ServerCommand], writer: ResultsWriter) -> None:
     """Probe each target loadgen does not start itself, before the first stage: say now when one does not
-    answer, record what it is (run.json's servers and targets), and ask SGLang on OpenAI routes for its
-    acceptance (it reports it there only when asked). A started server is probed once up (run/ramp.py)."""
+    answer, record what it is (run.json's servers and targets) and switch on what its engine needs
+    (run/probe.probe_target). A started server is probed once up (run/ramp.py)."""
     servers = writer.run.setdefault("servers", {})
     for t, meta in zip(targets, writer.run.get("targets", [])):
         if t.label in commands:
             continue
-        found = probe_sync(t.url)
+        found = probe_target(t)
         if not found.reachable:
             # Not fatal: every request of the run will be counted as a failure with the reason.
             print(f"loadgen: warning: {t.url} does not answer ({found.error})", file=sys.stderr)
-        if found.engine == "sglang" and t.protocol != "sglang":
-            t.spec_details = True
         meta["server"] = servers[t.label] = found.to_dict()
     writer.flush()
 

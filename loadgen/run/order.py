@@ -161,10 +161,10 @@ class Schedule:
     def left(self, first: int, this: StageSpec | None = None) -> str:
         """The time the stages from ``first`` on should take: from a server that keeps up with the
         load to one whose throughput stops growing (requests then last C/C' as long)."""
-        lo, hi = sum(self.estimates(first, scaled=False)), sum(self.estimates(first))
-        if this is not None:
-            lo = lo - self.estimates(first, scaled=False)[0] + this.estimate_s()
-            hi = hi - self.estimates(first)[0] + this.estimate_s()
+        low, high = self.estimates(first, scaled=False), self.estimates(first)
+        if this is not None:  # the stage about to run, as it was actually planned
+            low[0] = high[0] = this.estimate_s()
+        lo, hi = sum(low), sum(high)
         return fmt_s(hi) if hi <= 1.1 * lo else f"{fmt_s(lo)}-{fmt_s(hi)}"
 
     def known(self) -> bool:

@@ -120,3 +120,12 @@ def _llama_info(props: dict, slots) -> dict:
 
 def probe_sync(url: str, timeout_s: float = 5.0) -> ServerProbe:
     return asyncio.run(probe(url, timeout_s))
+
+
+def probe_target(target) -> ServerProbe:
+    """Probe a target's server and switch on what its engine needs: SGLang reports acceptance on its
+    OpenAI routes only when asked (``spec_details``), so a target there gets it."""
+    found = probe_sync(target.url)
+    if found.engine == "sglang" and target.protocol != "sglang":
+        target.spec_details = True
+    return found

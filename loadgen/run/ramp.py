@@ -21,7 +21,7 @@ from loadgen.errors import LoadgenError
 from loadgen.run.orchestrate import ManagedServer, ServerCommand
 from loadgen.run.order import (NO_GUESS_MAX_WARMUP_S, Durations, Schedule, e2e_guess, fmt_s, stage_order,
                                warmed_spec)
-from loadgen.run.probe import probe_sync
+from loadgen.run.probe import probe_target
 from loadgen.run.processes import run_stage_processes
 from loadgen.run.progress import ProgressLine
 from loadgen.run.results import ResultsWriter
@@ -177,7 +177,4 @@ def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, wit
         srv.start()
         running[target.label] = srv
     if target.label not in servers:
-        found = probe_sync(target.url)
-        servers[target.label] = found.to_dict()
-        if found.engine == "sglang" and target.protocol != "sglang":
-            target.spec_details = True
+        servers[target.label] = probe_target(target).to_dict()

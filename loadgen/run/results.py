@@ -78,9 +78,12 @@ class ResultsWriter:
         """Write run.json again (after ``run`` changed between stages)."""
         self._flush()
 
+    def doc(self) -> dict:
+        """The results document as written so far (what :func:`load` reads back)."""
+        return {"schema": RUN_SCHEMA, "run": self.run, "stages": self.stages}
+
     def _flush(self) -> None:
-        doc = {"schema": RUN_SCHEMA, "run": self.run, "stages": self.stages}
-        _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        _atomic_write(self.path, orjson.dumps(self.doc(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
         _atomic_write(self.path.with_suffix(".csv"), csv_text(self.stages).encode())
 
     def _append_hlog(self, d: dict) -> None:
