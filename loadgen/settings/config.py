@@ -9,12 +9,13 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
 
     [run]        ladder, warmup, duration | requests, seed, workload, prompt_tokens,
                  max_tokens, ignore_eos, tokenizer, out, bin, max_cooldown,
-                 connect_timeout, read_timeout, loop, keep_parts
+                 connect_timeout, read_timeout, loop, server_metrics_interval,
+                 reset_cache, keep_parts
     [slo]        ttft_ms, itl_ms, tpot_ms, e2e_ms (one key per metric with an SLO)
     [targets.X]  url, protocol, model, headers, spec_details   (stages alternate in file order)
                  start, health, stop_signal, startup_timeout (loadgen crossover: a command
                  that starts the server, run one target at a time)
-    [simulator]  profile, time_scale, seed, modes, pin         (used when no [targets] is given)
+    [simulator]  profile, time_scale, metrics_flavour, seed, modes, pin   (used when no [targets] is given)
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class TargetConf:
 class SimConf:
     profile: str = K.SIM_PROFILE
     time_scale: float = K.SIM_TIME_SCALE
+    metrics_flavour: str = "sglang"
+    """Whose /metrics names the simulator exports: "sglang" or "vllm"."""
     seed: int = 0
     modes: tuple[str, ...] = ("baseline", "spec")
     pin: bool = True
@@ -82,6 +85,10 @@ class RampConfig:
     connect_timeout_s: float = K.CONNECT_TIMEOUT_S
     read_timeout_s: float = K.READ_TIMEOUT_S
     loop: str = K.LOOP
+    server_metrics_interval: float = 1.0
+    """Seconds between reads of the server's /metrics inside a window (0: only at its open and close)."""
+    reset_cache: bool = False
+    """Empty the server's prefix cache before each stage."""
     keep_parts: bool = False
     """Also write each load process's own stage results (OUT/parts/), before merging."""
     url: str | None = None

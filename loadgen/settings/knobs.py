@@ -194,6 +194,17 @@ class Settings:
     loop: str | None = knob(
         "--loop", "event loop: uvloop (fast) or stamping (exact burst stamps)", default=LOOP, choices=LOOPS,
         toml="run.loop", attr="loop", check="choice", check_kw={"choices": LOOPS}, section="stages")
+    server_metrics_interval: float | None = knob(
+        "--server-metrics-interval", "read the server's /metrics every S seconds inside each window, besides its "
+        "open and close (0: only those two; default {default:g})", default=1.0, type=float, fronts=FRONTS,
+        help_by={"locust": "read the server's /metrics every S seconds inside each window (0: only at its open and "
+                           "close; default 1)"},
+        toml="run.server_metrics_interval", attr="server_metrics_interval", check="number", check_kw={"positive": False},
+        section="stages")
+    reset_cache: bool | None = knob(
+        "--reset-cache", "empty the server's prefix cache before each stage (SGLang /flush_cache, vLLM "
+        "/reset_prefix_cache, llama.cpp slot erase)", action="store_true", default=False, fronts=FRONTS,
+        toml="run.reset_cache", attr="reset_cache", check="boolean", section="stages")
     keep_parts: bool | None = knob(
         "--keep-parts", "also write each process's own stage results (OUT/parts/)", fronts=("locust",),
         action="store_true", web_ui=False, toml="run.keep_parts", attr="keep_parts", check="boolean")
@@ -273,6 +284,10 @@ class Settings:
         fronts=FRONTS, default=SIM_TIME_SCALE, default_by={"crossover": CROSSOVER_SIM_TIME_SCALE}, type=float,
         help_by={"locust": f"embedded simulator speed-up (default {SIM_TIME_SCALE:g})"},
         toml="simulator.time_scale", attr="simulator.time_scale", check="number", section="sim")
+    sim_metrics_flavour: str | None = knob(
+        "--sim-metrics-flavour", "names the embedded simulator's /metrics exports: sglang or vllm (default sglang)",
+        fronts=FRONTS, default="sglang", choices=("sglang", "vllm"), toml="simulator.metrics_flavour",
+        attr="simulator.metrics_flavour", check="choice", check_kw={"choices": ("sglang", "vllm")}, section="sim")
     sim_seed: int | None = knob(None, toml="simulator.seed", attr="simulator.seed", check="integer")
     sim_modes: tuple | None = knob(None, toml="simulator.modes", attr="simulator.modes", check="modes")
     sim_pin: bool | None = knob(None, toml="simulator.pin", attr="simulator.pin", check="boolean")

@@ -158,8 +158,9 @@ def test_the_locust_options_are_the_defined_ones_and_every_old_one_works():
     assert got["keys"] == [name for name, _ in K.knobs("locust")]
     assert set(got["keys"]) - {"keep_parts"} <= set(got["web_ui"]) and "keep_parts" not in got["web_ui"]
     assert got["ns"] == {"ladder": "1,3", "warmup": None, "duration": "7s", "requests": "9", "seed": None,
-                             "workload": "code", "out": None, "keep_parts": False, "sim_profile": None,
-                             "sim_time_scale": None}
+                             "workload": "code", "out": None, "server_metrics_interval": None,
+                             "reset_cache": False, "keep_parts": False, "sim_profile": None,
+                             "sim_time_scale": None, "sim_metrics_flavour": None}
     assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration",
                      "loadgen: note: --stage-requests is deprecated; use --requests",
                      "loadgen: note: --workloads is deprecated; use --workload",
@@ -191,7 +192,8 @@ def _locust_knobs():
 
 @pytest.mark.parametrize("name,k", _locust_knobs(), ids=[n for n, _ in _locust_knobs()])
 def test_a_toml_key_and_its_locust_option_set_the_same_field(name, k):
-    text, value = SAMPLES[k.check]
+    # a choice: its last one (the first is the default)
+    text, value = SAMPLES[k.check] if k.check != "choice" else (k.check_kw["choices"][-1],) * 2
     table, key = k.toml.split(".")
     from_toml = cfgmod.parse({table: {key: value}}, "x.toml")
     from_option = cfgmod.with_overrides(cfgmod.RampConfig(), **{name: text})
