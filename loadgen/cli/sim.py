@@ -25,6 +25,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-shape", choices=("step", "burst"), default="step",
                    help="step: one event per step with all its tokens (SGLang); burst: one event per token, "
                         "a step's tokens written back to back (llama.cpp's accepted drafts)")
+    p.add_argument("--metrics-flavour", choices=("sglang", "vllm"), default="sglang",
+                   help="whose /metrics names: sglang (counters move when a request ends; POST /flush_cache) or "
+                        "vllm (vllm: names, counters move per step; POST /reset_prefix_cache)")
     p.add_argument("--speculative-algorithm", default=None, help="implies --mode spec")
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
@@ -126,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         max_queued=args.max_queued_requests,
         incremental=args.incremental_streaming_output,
         stream_shape=args.stream_shape,
+        metrics_flavour=args.metrics_flavour,
         adaptive=args.speculative_adaptive,
         truth_path=args.truth_file,
         context_length=args.context_length,

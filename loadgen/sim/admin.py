@@ -14,6 +14,7 @@ import uuid
 import orjson
 from aiohttp import web
 
+from loadgen.sim.promvllm import StepCounters
 from loadgen.sim.scheduler import now_ns
 from loadgen.sim.validate import Job
 from loadgen.sim.wire import json_response as _json
@@ -125,6 +126,9 @@ class AdminRoutes:
                 "forwards": stats.steps,
                 "late_forwards": stats.late_steps,
                 "max_late_ms": stats.max_late_ns / 1e6,
+                "metrics_flavour": self.cfg.metrics_flavour,
+                "cache_resets": self.cache_resets,
+                "cache_reset_refusals": self.cache_reset_refusals,
                 "now_ns": now_ns(),
             },
             "internal_states": [internal],
@@ -197,6 +201,10 @@ class AdminRoutes:
     async def prometheus(self, request: web.Request) -> web.Response:
         s = self.scheduler
         load = self._load()
+        if self.vllm:
+            text = self._vllm_page(load)
+            return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                                headers={"X-Prometheus-Format": "0.0.4"})  # fmt: skip
         sched = {
             "num_running_reqs": load["num_running_reqs"],
             "num_queue_reqs": load["num_waiting_reqs"],
@@ -220,15 +228,41 @@ class AdminRoutes:
         return web.Response(text=text, content_type="text/plain", charset="utf-8",
                             headers={"X-Prometheus-Format": "0.0.4"})  # fmt: skip
 
+    def _vllm_page(self, load: dict) -> str:
+        st = self.scheduler.stats
+        steps = StepCounters(
+            prompt_tokens=st.prompt_tokens_prefilled, generation_tokens=st.generated_tokens,
+            drafts=st.spec_drafts, draft_tokens=st.spec_draft_tokens, accepted=st.spec_accepted,
+            accepted_per_pos=tuple(st.spec_accepted_per_pos),
+        )  # fmt: skip
+        positions = len(st.spec_accepted_per_pos) if self.speculative else None
+        return self.vmetrics.render(
+            model=self.model_name, running=load["num_running_reqs"], waiting=load["num_waiting_reqs"],
+            kv_usage=load["token_usage"], steps=steps, positions=positions,
+        )  # fmt: skip
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """vLLM's POST /reset_prefix_cache (a dev route, VLLM_SERVER_DEV_MODE=1): 200 with no body;
+        409 while requests hold blocks unless ?reset_running_requests=true (vLLM >= 0.11)."""
+        s = self.scheduler
+        force = request.query.get("reset_running_requests", "").lower() in ("1", "true")
+        if (s.running or s.waiting) and not force:
+            self.cache_reset_refusals += 1
+            return _json({"detail": "Prefix cache reset failed."}, 409)
+        self.cache_resets += 1
+        return web.Response(status=200)
+
     async def flush_cache(self, request: web.Request) -> web.Response:
         s = self.scheduler
         if s.running or s.waiting:
+            self.cache_reset_refusals += 1
             msg = (
                 "Cache not flushed. Please check the server log for details. "
                 f"(#running-req: {len(s.running)}, #queue-req: {len(s.waiting)})"
             )
             return web.Response(status=400, text=msg)
         s.reset_spec_counters()
+        self.cache_resets += 1
         return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
 
     async def abort_request(self, request: web.Request) -> web.Response:

@@ -34,9 +34,11 @@ class SimProcess:
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
         stream_shape: str = "step",
+        metrics_flavour: str = "sglang",
     ) -> None:
         """``stream_shape``: "step" (SGLang's one event per step) or "burst" (llama.cpp's one event per
-        token, a step's tokens written back to back); see docs/simulator.md."""
+        token, a step's tokens written back to back); ``metrics_flavour``: "sglang" or "vllm", whose
+        names /metrics exports; see docs/simulator.md."""
         self.argv = [
             sys.executable, "-m", "loadgen", "sim",
             "--profile", str(profile), "--mode", mode, "--host", host, "--port", "0",
@@ -44,6 +46,8 @@ class SimProcess:
         ]  # fmt: skip
         if stream_shape != "step":
             self.argv += ["--stream-shape", stream_shape]
+        if metrics_flavour != "sglang":
+            self.argv += ["--metrics-flavour", metrics_flavour]
         self.cpu = cpu
         self.startup_timeout = startup_timeout
         self.url = ""

@@ -109,6 +109,8 @@ class Metrics:
         ):
             metric(key, "counter", help_, [(stream_lab[s], src[s]) for s in (True, False)])
         metric("num_aborted_requests_total", "counter", "Number of requests aborted.", [(base, self.aborted)])
+        # no prefix cache in the simulator: SGLang's cached-token counter stays at 0
+        metric("cached_tokens_total", "counter", "Number of cached prompt tokens.", [(base, 0)])
         for key, src, help_ in (
             ("time_to_first_token_seconds", self.ttft, "Histogram of time to first token in seconds."),
             ("e2e_request_latency_seconds", self.e2e, "Histogram of End-to-end request latency in seconds."),

@@ -107,6 +107,14 @@ class Stats:
     last_accept_rate: float | None = None
     avg_spec_accept_length: float | None = None
     """Set at the first decode-log tick, as SGLang does; reset by flush_cache."""
+    prompt_tokens_prefilled: int = 0
+    """Prompt tokens of requests whose prefill produced their first token (vLLM's per-step count)."""
+    spec_drafts: int = 0
+    """Verify steps that carried a draft, one per request per speculative step (vLLM's num_drafts)."""
+    spec_draft_tokens: int = 0
+    spec_accepted: int = 0
+    spec_accepted_per_pos: list[int] = field(default_factory=list)
+    """[k]: verify steps whose (k+1)-th drafted token was accepted; never increasing in k."""
     steps: int = 0
     late_steps: int = 0
     """Forwards that ended more than 2 ms after their deadline (the process was starved of CPU)."""
@@ -127,6 +135,7 @@ class Scheduler:
         self._max_accept = model.max_accept(spec)
         self._proposed = spec.num_draft_tokens - 1
         self._topk = max(1, spec.eagle_topk)
+        self.stats.spec_accepted_per_pos = [0] * self._max_accept
         self._task: asyncio.Task | None = None
 
     # ---- requests in -------------------------------------------------------------------
@@ -249,6 +258,7 @@ class Scheduler:
             if req.record:
                 req.truth.steps.extend((t, 1))
                 self.stats.generated_tokens += 1
+                self.stats.prompt_tokens_prefilled += req.prompt_tokens
             if req.target_tokens <= 1:
                 self._finish(req, t)
             else:
@@ -263,6 +273,8 @@ class Scheduler:
         stats = self.stats
         step_tokens = 0
         drafts_ok = 0
+        verified = 0
+        per_pos = stats.spec_accepted_per_pos
         still: list[SimRequest] = []
         for req in running:
             if req.abort_pending:
@@ -283,6 +295,9 @@ class Scheduler:
                 req.accepted += k
                 req.histogram[k] += 1
                 drafts_ok += k
+                verified += 1
+                for i in range(k):  # the k accepted drafts are the first k positions of the chain
+                    per_pos[i] += 1
                 n = k + 1
             else:
                 n = 1
@@ -296,6 +311,10 @@ class Scheduler:
                 still.append(req)
                 req.notify()
         self.running = still
+        if verified:  # per step, as vLLM's SpecDecodingStats: the requests this verify carried
+            stats.spec_drafts += verified
+            stats.spec_draft_tokens += verified * self._proposed
+            stats.spec_accepted += drafts_ok
         self._account(t, batch, step_tokens, speculating, drafts_ok)
 
     def _account(self, t: int, batch: int, tokens: int, speculating: bool, drafts_ok: int) -> None:

@@ -19,6 +19,7 @@ from aiohttp import web
 from loadgen.sim.requestplan import make_request
 from loadgen.sim.profiles import Profile
 from loadgen.sim.prom import Metrics
+from loadgen.sim.promvllm import VllmMetrics
 from loadgen.sim.scheduler import QueueFull, Scheduler, SchedulerConfig, SimRequest, now_ns
 from loadgen.sim.truth import TruthStore
 from loadgen.sim.admin import AdminRoutes
@@ -28,6 +29,7 @@ from loadgen.sim.validate import Job, check_context
 from loadgen.sim.wire import QUEUE_FULL, openai_error as _openai_error
 
 STREAM_SHAPES = ("step", "burst")
+METRICS_FLAVOURS = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,9 @@ class ServerConfig:
     """How a step's tokens reach a stream: "step" = one event carrying all of them (SGLang, vLLM);
     "burst" = one event per token, a step's tokens written back to back (llama.cpp, whose accepted
     drafts arrive as separate events microseconds apart)."""
+    metrics_flavour: str = "sglang"
+    """Whose /metrics names: "sglang" (sglang: names, tokenizer-side counters moving when a request
+    ends, POST /flush_cache) or "vllm" (vllm: names, counters moving per step, POST /reset_prefix_cache)."""
 
 
 
@@ -66,6 +71,11 @@ class SimServer(GenerationRoutes, AdminRoutes):
         self.speculative = cfg.mode == "spec"
         self.burst = cfg.stream_shape == "burst"
         self.metrics = Metrics()
+        self.vllm = cfg.metrics_flavour == "vllm"
+        self.vmetrics = VllmMetrics(max_model_len=self.context_length) if self.vllm else None
+        self.cache_resets = 0
+        """Successful /flush_cache or /reset_prefix_cache calls (in /server_info's loadgen_sim)."""
+        self.cache_reset_refusals = 0
         self.truth = TruthStore(path=cfg.truth_path)
         self.flights: dict[str, Flight] = {}
         self.sched_cfg = SchedulerConfig(
@@ -103,7 +113,10 @@ class SimServer(GenerationRoutes, AdminRoutes):
         r.add_get("/get_model_info", self.model_info)
         r.add_get("/v1/loads", self.loads)
         r.add_get("/metrics", self.prometheus)
-        r.add_route("*", "/flush_cache", self.flush_cache)
+        if self.vllm:
+            r.add_post("/reset_prefix_cache", self.reset_prefix_cache)
+        else:
+            r.add_route("*", "/flush_cache", self.flush_cache)
         r.add_post("/abort_request", self.abort_request)
         r.add_get("/loadgen/truth", self.truth_endpoint)
         app.on_startup.append(self._on_startup)
@@ -156,10 +169,6 @@ class SimServer(GenerationRoutes, AdminRoutes):
         )
         fl = Flight(job=job, req=req, out=out, finish=finish, created=int(time.time()))
         self.flights[rid] = fl
-        if record:
-            m = self.metrics
-            m.requests[job.stream] += 1
-            m.prompt_tokens[job.stream] += job.prompt_tokens
         try:
             self.scheduler.submit(req)
         except QueueFull:
@@ -202,9 +211,16 @@ class SimServer(GenerationRoutes, AdminRoutes):
         t.accepted_drafts = req.accepted
         t.proposed_drafts = req.verify_ct * (self.profile.spec.num_draft_tokens - 1) if self.speculative else 0
         t.finish_reason = "abort" if req.abort_message else fl.finish.type
+        if self.vllm:
+            self._retire_vllm(fl)
+            self.truth.add(t)
+            return
         m = self.metrics
         if req.abort_message:
             m.aborted += 1
+        # SGLang's tokenizer-side counters (observe_one_finished_request) move when a request ends
+        m.requests[fl.job.stream] += 1
+        m.prompt_tokens[fl.job.stream] += req.prompt_tokens
         m.generation_tokens[fl.job.stream] += req.produced
         m.spec_verify_calls += req.verify_ct
         if t.first_token_ns:
@@ -217,6 +233,19 @@ class SimServer(GenerationRoutes, AdminRoutes):
             m.queue_time.observe((t.admitted_ns - t.received_ns) / 1e9)
         self.truth.add(t)
 
+    def _retire_vllm(self, fl: Flight) -> None:
+        t = fl.req.truth
+        done = t.finished_ns or now_ns()
+        start = t.admitted_ns or done
+        tpot = None
+        if t.first_token_ns and fl.req.produced > 1:
+            tpot = (done - t.first_token_ns) / 1e9 / (fl.req.produced - 1)
+        self.vmetrics.finished(
+            t.finish_reason, e2e=(done - t.received_ns) / 1e9, queue=(start - t.received_ns) / 1e9,
+            inference=(done - start) / 1e9, tpot=tpot, prompt_tokens=fl.req.prompt_tokens,
+            generation_tokens=fl.req.produced,
+        )  # fmt: skip
+
     def _stamp(self, fl: Flight, n_new: int) -> None:
         """Record one written event in the truth and the latency histograms."""
         t = now_ns()
@@ -227,11 +256,17 @@ class SimServer(GenerationRoutes, AdminRoutes):
         req.truth.events.extend((t, n_new))
         if n_new <= 0:
             return
-        m = self.metrics
+        m = self.vmetrics or self.metrics
         if not fl.first_emit_ns:
             fl.first_emit_ns = t
             req.truth.first_token_ns = t
-            m.ttft[fl.job.stream].observe((t - req.truth.received_ns) / 1e9)
+            ttft = (t - req.truth.received_ns) / 1e9
+            if self.vllm:
+                m.ttft.observe(ttft)
+            else:
+                m.ttft[fl.job.stream].observe(ttft)
+        elif self.vllm:
+            m.itl.observe((t - fl.last_emit_ns) / 1e9)  # vLLM: one observation per step output
         else:
             m.itl.observe((t - fl.last_emit_ns) / 1e9 / n_new, n_new)
         fl.last_emit_ns = t
