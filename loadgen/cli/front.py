@@ -67,7 +67,8 @@ def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> l
     cpus = sorted(os.sched_getaffinity(0))
     sim_cpu = cpus[0] if len(cpus) > 1 else None
     urls = [stack.enter_context(SimProcess(profile=s.sim_profile, mode=mode, time_scale=s.sim_time_scale,
-                                           seed=s.seed, cpu=sim_cpu)).url for mode in modes]
+                                           seed=s.seed, cpu=sim_cpu, metrics_flavour=s.sim_metrics_flavour)).url
+            for mode in modes]
     if sim_cpu is not None:
         os.sched_setaffinity(0, set(cpus[1:]))
     return urls
@@ -98,7 +99,8 @@ def ramp_plan(s: Settings, targets: list[Target], workloads: list[str], make_sou
     return RampPlan(targets=targets, ladder=s.ladder, workloads=workloads, make_source=make_source, opts=opts,
                     duration_s=None if s.requests else s.duration, requests=s.requests, warmup_s=s.warmup,
                     processes=s.processes, loop=s.loop, commands=commands or {}, adapt_window=adapt_window,
-                    max_stage_s=s.max_stage_time, max_run_s=s.max_run_time)
+                    max_stage_s=s.max_stage_time, max_run_s=s.max_run_time,
+                    server_metrics_interval=s.server_metrics_interval, reset_cache=bool(s.reset_cache))
 
 
 @dataclass

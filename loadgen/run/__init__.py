@@ -11,6 +11,6 @@ finished :class:`loadgen.stage.result.StageResult` s, written as each stage ends
   notes), used by ``stage`` (one process), ``processes`` (N processes) and the Locust stage;
 - ``runner``: the names callers import, in one place;
 - ``orchestrate``/``probe``: starting servers and asking them what they are;
-- ``servermetrics``: the server's own ``/metrics`` view of each window;
+- the server's own ``/metrics`` view of each window is loadgen.serverview (a ServerWatch per stage);
 - ``results``: the result files; ``progress``: the live progress line.
 """

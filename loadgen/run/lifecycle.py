@@ -30,6 +30,7 @@ from typing import Callable
 from loadgen.client.target import Target
 from loadgen.record import RequestRecord
 from loadgen.run.spec import Cut, StageSpec, WindowProbe
+from loadgen.serverview.checks import ClientView, Ended, add_checks
 from loadgen.run.window import (ENDED_KEEP_NS, FAR, OPEN_AHEAD_NS, OPEN_SCRAPE_LEAD_NS, RecordFolder, StageState,
                                 Steadiness)
 from loadgen.stage.result import ClientHealth, Slo, StageAccumulator, StageResult
@@ -70,6 +71,7 @@ class Lifecycle:
         self.ended: list[tuple[int, int]] = []
         """(end, output tokens) of every completed request, to set beside the server's counters."""
         self.cooldown_overran = False
+        self.tokens_open: tuple[int, int] | None = None
         if spec.max_warmup_s is None:
             # a fixed warm-up: the window is known before any user starts
             self.open_window(t0 + int(spec.warmup_s * 1e9))
@@ -99,7 +101,8 @@ class Lifecycle:
         if self.probe is not None and rec.ok and state.server is None and (
                 state.ws == FAR or rec.end_ns >= state.ws - ENDED_KEEP_NS):
             # only around the window's scrapes: a long stage must not keep every request
-            self.ended.append((rec.end_ns, rec.output_tokens or rec.tokens_received))
+            self.ended.append((rec.end_ns, rec.output_tokens or rec.tokens_received, rec.verify_ct,
+                               rec.accepted_drafts, rec.proposed_drafts))
 
     # --- the phases -----------------------------------------------------------------------------
     async def drive(self, *, tokens: Callable[[], int] | None = None, ready: Callable[[], bool] | None = None,
@@ -127,11 +130,15 @@ class Lifecycle:
     async def _phases(self, tokens, ready, opened, open_at) -> None:
         state, spec, probe = self.state, self.spec, self.probe
         ws = await self._find_window_start(tokens, ready, opened, open_at)
+        seen = tokens or (lambda: 0)
         if probe is not None:
-            # the server's counters just before the window, so the scrape (a few ms of the loop,
-            # 3-9 ms measured on the simulator) is not inside the window it measures
+            # the server's counters just before the window, so the scrape (a few ms, 3-9 ms measured
+            # on the simulator) is not inside the window it measures; the client's token count read
+            # on both sides of it, for a server that counts per step (vLLM)
             await _sleep_until(ws - OPEN_SCRAPE_LEAD_NS)
+            before = seen()
             await probe.at_open()
+            self.tokens_open = (before, seen())
         await _sleep_until(ws)
         self.cpu.mark_start()
         self._phase(WINDOW)
@@ -140,13 +147,20 @@ class Lifecycle:
         self._phase(COOLDOWN)
         self._close_window(state.we)
         if probe is not None:
+            before = seen()
             state.server = await probe.at_close()
+            tokens_close = (before, seen())
             span = probe.span_ns
             if state.server is not None and span is not None:
-                # what a counter that moves at request end (llama.cpp) should have added between
-                # its two scrapes, by the client's own count: the like-for-like check
-                mine = [k for e, k in self.ended if span[0] < e <= span[1]]
-                state.server["client_ended_between_scrapes"] = {"requests": len(mine), "output_tokens": sum(mine)}
+                # what a counter that moves at request end (SGLang, llama.cpp) should have added
+                # between its two scrapes, by the client's own count: the like-for-like check
+                ended = Ended()
+                for e, k, verify, accepted, proposed in self.ended:
+                    if span[0] < e <= span[1]:
+                        ended.add(k, verify, accepted, proposed)
+                view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))), ended,
+                                  self.tokens_open, tokens_close, getattr(probe, "max_running", None))
+                add_checks(state.server, view)
         try:
             await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)
         except asyncio.TimeoutError:
@@ -211,6 +225,8 @@ class Lifecycle:
                 if not t.cancelled():
                     t.exception()
         await self.lag.stop()
+        if self.probe is not None:
+            self.probe.stop_sampling()  # a stage cut before its window closed leaves it sampling
         if acc is not None:
             self.folder.drain()
             for rec in streaming:
@@ -233,6 +249,7 @@ class Lifecycle:
         res.notes.extend(notes)
         if self.notes:
             res.notes.extend(stage_notes(state, spec, res, self.n_users))
+            res.notes.extend(f"server: {n}" for n in (state.server or {}).get("notes", []))
         if self.cooldown_overran:
             res.incomplete = True
             res.notes.append(f"cool-down exceeded {spec.max_cooldown_s:g} s; "

@@ -91,7 +91,7 @@ def _llama_info(props: dict, slots) -> dict:
     n-gram server too); ``/slots`` gives each slot's ``speculative`` flag and, for a slot that
     has served a request, ``params["speculative.types"]`` (e.g. "none,ngram-simple"). The
     draft sizes (n-gram N and M, ``--draft-max``) are reported nowhere; the number of
-    per-position acceptance counters on ``/metrics`` (loadgen.run.servermetrics) is the draft max.
+    per-position acceptance counters on ``/metrics`` (loadgen.serverview) is the draft max.
     """
     info = {k: props[k] for k in ("build_info", "total_slots", "model_path") if k in props}
     if "build_info" in props:

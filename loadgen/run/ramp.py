@@ -25,7 +25,9 @@ from loadgen.run.probe import probe_target
 from loadgen.run.processes import run_stage_processes
 from loadgen.run.progress import ProgressLine
 from loadgen.run.results import ResultsWriter
-from loadgen.run.servermetrics import WindowCounters
+from loadgen.serverview.page import fetch
+from loadgen.serverview.reset import reset_cache
+from loadgen.serverview.watch import ServerWatch, running_cap
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, WindowProbe
 
 __all__ = ["NO_GUESS_MAX_WARMUP_S", "RampPlan", "e2e_guess", "log", "run_ramp", "warmed_spec"]
@@ -56,7 +58,11 @@ class RampPlan:
     adapt_window: bool = False
     """The window was not chosen by the user: it grows to a request's duration, within the budget."""
     window_probe: Callable[[Target], WindowProbe | None] | None = None
-    """target → what watches its server at the window's edges; default: its /metrics counters."""
+    """target → what watches its server at the window's edges; default: its /metrics (loadgen.serverview)."""
+    server_metrics_interval: float = 1.0
+    """--server-metrics-interval: seconds between the samples of /metrics inside a window (0: edges only)."""
+    reset_cache: bool = False
+    """--reset-cache: empty the server's prefix cache before each stage."""
 
     def stages(self) -> list[tuple[str, int, Target]]:
         """(workload, C, target) in the order they run (loadgen.run.order.stage_order): one server at a time
@@ -122,7 +128,9 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             log(f"[{i + 1}/{n}] {target.label} C={c} workload={wl} "
                 f"(elapsed {fmt_s(time.monotonic() - t_start)}, about {sched.left(i, spec)} left)")
             line = ProgressLine(f"{target.label} C={c}", after_s=sched.after(i))
-            probe = plan.window_probe(target) if plan.window_probe is not None else WindowCounters(target.url)
+            probe = (plan.window_probe(target) if plan.window_probe is not None
+                     else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
+            reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
             try:
                 res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
                                           stage_index=index0 + i, loop_kind=plan.loop, progress=line,
@@ -134,6 +142,10 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 writer.run["cut"] = {"by": "interrupt", "stages_not_run": n - i - 1}
                 raise
             line.done()
+            if reset is not None:
+                res.cache_reset = reset
+                if not reset["ok"]:
+                    res.notes.append(f"cache not reset before the stage: {reset.get('error')}")
             d = writer.add_stage(res)
             d_req = d["requests"]
             log(f"    {d_req['completed']} ok, {d_req['failed']} failed, {d['output_tokens_per_s']:.1f} tok/s, "
@@ -158,6 +170,22 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             srv.stop()
         writer.flush()
     return done
+
+
+def watch_for(target: Target, probed: dict | None, interval_s: float) -> ServerWatch:
+    """The default window probe: the target's /metrics, with the running cap its probe found."""
+    return ServerWatch(target.url, interval_s, headers=target.headers, max_running=running_cap(probed))
+
+
+def cache_reset(target: Target, probed: dict | None) -> dict:
+    """Empty the target's prefix cache now (--reset-cache), the way the engine its /metrics names is
+    emptied (the simulator in its vLLM flavour answers vLLM's route), else the probe's engine."""
+    engine = fetch(target.url, headers=target.headers).engine
+    if engine == "unknown":
+        engine = (probed or {}).get("engine", "unknown")
+    rec = reset_cache(target.url, engine, headers=target.headers)
+    log(f"    cache reset ({rec.get('how') or engine}): " + ("done" if rec["ok"] else rec.get("error", "failed")))
+    return rec
 
 
 def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, within_s: float | None = None) -> None:

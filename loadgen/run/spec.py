@@ -113,8 +113,14 @@ class WindowProbe:
     async def at_open(self) -> None:  # pragma: no cover - interface
         pass
 
+    max_running: int | None = None
+    """The server's running cap when its probe found one (SGLang max_running_requests, llama.cpp slots)."""
+
     async def at_close(self) -> dict | None:  # pragma: no cover - interface
         return None
+
+    def stop_sampling(self) -> None:  # pragma: no cover - interface
+        """Stop whatever it does between the edges (the stage ended without closing its window)."""
 
 
 class Interrupted(KeyboardInterrupt):

@@ -210,7 +210,9 @@ class StageResult:
     cut: dict | None = None
     """Where the stage was cut short: {"phase", "at_s", "by"} (loadgen.run.runner.Cut); None if it ran out."""
     server: dict | None = None
-    """The server's own counters over the window (loadgen.run.servermetrics), None when not scraped."""
+    """The server's own view of the window (loadgen.serverview), None when not scraped."""
+    cache_reset: dict | None = None
+    """What --reset-cache did before the stage (loadgen.serverview.reset), None when not asked."""
 
     @property
     def window_s(self) -> float:
@@ -251,6 +253,7 @@ class StageResult:
             "cut": self.cut,
             "notes": list(self.notes),
             "server": self.server,
+            "cache_reset": self.cache_reset,
             **total,
             "client": {
                 "processes": self.processes,
@@ -281,7 +284,7 @@ class StageResult:
             by_workload={k: MetricSet.from_dict(v) for k, v in d.get("workloads", {}).items()},
             client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
             incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
-            cut=d.get("cut"), server=d.get("server"),
+            cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"),
         )
 
 

@@ -3,7 +3,7 @@
 - the probe reads the speculative settings from ``/slots`` and says speculative True / False;
 - no request is first written to a dead pooled connection (llama.cpp closes after every stream),
   so ``retries`` stays 0;
-- ``loadgen.run.servermetrics`` reads the server's counters, which move when a request *ends*, and
+- ``loadgen.serverview`` reads the server's counters, which move when a request *ends*, and
   agree exactly with loadgen's own per-request sums (usage, ``timings.draft_n`` /
   ``draft_n_accepted``) over the requests that ended between two scrapes.
 """
@@ -15,7 +15,8 @@ import aiohttp
 import numpy as np
 import pytest
 
-from loadgen.run import servermetrics as sm
+from loadgen.serverview.page import fetch
+from loadgen.serverview.summary import window_summary
 from loadgen.client.stream import StreamClient
 from loadgen.run.probe import probe_sync
 from loadgen.client.protocols import get_protocol
@@ -27,6 +28,14 @@ from .prompts import COPY_PROMPTS, CREATIVE_PROMPTS
 pytestmark = pytest.mark.e2e
 
 TOKENS = "llamacpp:tokens_predicted_total"
+
+
+async def scrape(url: str):
+    return await asyncio.to_thread(fetch, url)
+
+
+def value(snap, name: str) -> float:
+    return sum(v for _, v in snap.series[name])
 
 
 def _copy_chat(i: int, max_tokens: int = 48, **kw) -> GenRequest:
@@ -101,40 +110,40 @@ def test_counters_move_when_a_request_ends_not_while_it_streams(llama_baseline: 
         during: list[float] = []  # tokens_predicted_total, scraped every 0.1 s while the stream runs
         async with aiohttp.ClientSession() as s, \
                 StreamClient(llama_baseline, get_protocol("completions", "gemma")) as client:
-            before = await sm.scrape(s, llama_baseline)
+            before = await scrape(llama_baseline)
             task = asyncio.create_task(client.stream(_creative(1, 120), "long"))
             while not task.done():
-                snap = await sm.scrape(s, llama_baseline)
+                snap = await scrape(llama_baseline)
                 assert snap.ok, snap.error
                 if not task.done():
-                    during.append(snap.samples[TOKENS])
+                    during.append(value(snap, TOKENS))
                 await asyncio.sleep(0.1)
             rec = await task
-            after = await sm.scrape(s, llama_baseline)
+            after = await scrape(llama_baseline)
         return before, after, rec, during
 
     before, after, rec, during = asyncio.run(go())
     assert rec.ok and rec.output_tokens == 120
-    w = sm.window_summary(before, after)
+    w = window_summary(before, after)
     assert w["output_tokens"] == 120 and w["counted_when"] == "request_end"
     # 120 tokens take 1.5-4 s here: every scrape while they streamed read the count from before
     # (the last one may have caught the slot's release, just before the final events)
     assert len(during) >= 5, during
-    assert set(during) <= {before.samples[TOKENS], before.samples[TOKENS] + 120}
-    assert during[:-1] == [before.samples[TOKENS]] * (len(during) - 1)
+    assert set(during) <= {value(before, TOKENS), value(before, TOKENS) + 120}
+    assert during[:-1] == [value(before, TOKENS)] * (len(during) - 1)
 
 
 def test_window_summary_matches_loadgens_sums_over_the_same_requests(llama_spec: str) -> None:
     async def go():
         async with aiohttp.ClientSession() as s:
-            before = await sm.scrape(s, llama_spec)
+            before = await scrape(llama_spec)
             recs, _client = await _closed_loop(llama_spec, "chat", [_copy_chat(i) for i in range(8)], 2)
-            after = await sm.scrape(s, llama_spec)
+            after = await scrape(llama_spec)
         return before, after, recs
 
     before, after, recs = asyncio.run(go())
     assert all(r.ok for r in recs)
-    w = sm.window_summary(before, after)
+    w = window_summary(before, after)
     assert w["available"] and w["engine"] == "llama.cpp"
     assert w["output_tokens"] == sum(r.output_tokens for r in recs)
     assert w["draft_tokens"] == sum(r.proposed_drafts or 0 for r in recs) > 0
@@ -151,12 +160,12 @@ def test_window_summary_matches_loadgens_sums_over_the_same_requests(llama_spec:
 def test_baseline_window_has_no_drafts(llama_baseline: str) -> None:
     async def go():
         async with aiohttp.ClientSession() as s:
-            before = await sm.scrape(s, llama_baseline)
+            before = await scrape(llama_baseline)
             recs, _ = await _closed_loop(llama_baseline, "completions", [_creative(i, 8) for i in range(3)], 1)
-            return before, await sm.scrape(s, llama_baseline), recs
+            return before, await scrape(llama_baseline), recs
 
     before, after, recs = asyncio.run(go())
-    w = sm.window_summary(before, after)
+    w = window_summary(before, after)
     assert w["output_tokens"] == sum(r.output_tokens for r in recs) == 24
     assert w["drafts"] == w["draft_tokens"] == w["accepted_tokens"] == 0 and w["accepted_per_position"] == []
 
@@ -175,7 +184,7 @@ def test_short_windows_compare_with_requests_ended_not_with_chunks(llama_baselin
         async with aiohttp.ClientSession() as s:
             async def poll() -> None:
                 while not stop.is_set():
-                    snaps.append(await sm.scrape(s, llama_baseline))
+                    snaps.append(await scrape(llama_baseline))
                     await asyncio.sleep(0.25)
 
             poller = asyncio.create_task(poll())
@@ -193,7 +202,7 @@ def test_short_windows_compare_with_requests_ended_not_with_chunks(llama_baselin
     chunk_t = np.concatenate([np.array(r.chunk_ns) for r in recs])
     rows = []
     for a, b in zip(snaps[::4], snaps[4::4]):  # 1 s windows bounded by scrapes
-        w = sm.window_summary(a, b)
+        w = window_summary(a, b)
         ended = int(toks[(ends > a.t_ns) & (ends <= b.t_ns)].sum())
         chunks = int(((chunk_t >= a.t_ns) & (chunk_t < b.t_ns)).sum())
         rows.append((w["output_tokens"], ended, chunks))
@@ -201,7 +210,7 @@ def test_short_windows_compare_with_requests_ended_not_with_chunks(llama_baselin
         # (a window edge falls between a step and its chunk's arrival for at most one step per user)
         assert abs(w["busy_slot_steps"] - chunks) <= 2 + w["busy_slot_steps_error"], (w["busy_slot_steps"], chunks)
     assert len(rows) >= 4
-    whole = sm.window_summary(snaps[0], snaps[-1])
+    whole = window_summary(snaps[0], snaps[-1])
     assert whole["output_tokens"] == int(toks.sum()) == 360
     exact = sum(server == ended for server, ended, _ in rows)
     # A window edge can fall between the server's release of a slot and the client's end of

@@ -22,6 +22,7 @@ RANK = {
     "sim": 3,  # the embedded simulator: reads the tokens rule and the wire protocols, nothing of the run
     "metrics": 4,
     "stage": 5,
+    "serverview": 5,  # the server's /metrics over a window: reads nothing of the client; run and locust use it
     "run": 6,
     "analysis": 7,
     "report": 8,

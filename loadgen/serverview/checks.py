@@ -1,0 +1,180 @@
+"""The client's figures set against the server's: tokens, acceptance, and the running batch against C.
+
+In: the ``server`` block (``summary``) and a :class:`ClientView`, what the client counted over the
+same two scrape instants. Out: ``block["checks"]``, one verdict per comparison, and a note on the
+block for each disagreement.
+
+Which client figure a server counter is compared with depends on when the engine counts
+(``counted_when``): an engine that adds a request's tokens when it ends (SGLang, llama.cpp) is
+compared with the requests that ended between the two scrapes, all their tokens; one that counts
+per step (vLLM) with the tokens the client received between the two scrape instants (read just
+before and after each scrape: the uncertainty is what arrived while it ran).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TOKENS_AGREE_PCT = 1.0
+"""Issue 14's bar: client and server token counts within 1 %."""
+RUNS_C = 0.9
+"""The running batch "is" C when its median over the window is at least 90 % of C (a closed-loop user
+is briefly between requests: on the simulator the median was C and the mean 0.95-0.99 C)."""
+
+
+@dataclass
+class Ended:
+    """Requests that ended (completed) between the two scrapes, and their sums."""
+
+    requests: int = 0
+    output_tokens: int = 0
+    verify_calls: int = 0
+    with_verify: int = 0
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+    with_drafts: int = 0
+
+    def add(self, tokens: int, verify_ct: int | None, accepted: int | None, proposed: int | None) -> None:
+        self.requests += 1
+        self.output_tokens += tokens
+        if verify_ct is not None:
+            self.verify_calls += verify_ct
+            self.with_verify += 1
+        if accepted is not None and proposed is not None:
+            self.accepted_drafts += accepted
+            self.proposed_drafts += proposed
+            self.with_drafts += 1
+
+
+@dataclass
+class ClientView:
+    concurrency: int
+    processes: int = 1
+    ended: Ended = field(default_factory=Ended)
+    tokens_open: tuple[int, int] | None = None
+    """Tokens the client had received just before and just after the window-open scrape."""
+    tokens_close: tuple[int, int] | None = None
+    max_running: int | None = None
+    """The server's running cap (SGLang max_running_requests, llama.cpp slots), when the probe found it."""
+
+    def tokens_between(self) -> tuple[float, float] | None:
+        """Tokens received between the two scrape midpoints, ± what arrived while the scrapes ran."""
+        if not (self.tokens_open and self.tokens_close):
+            return None
+        mid = lambda p: (p[0] + p[1]) / 2  # noqa: E731
+        return (mid(self.tokens_close) - mid(self.tokens_open),
+                (self.tokens_open[1] - self.tokens_open[0] + self.tokens_close[1] - self.tokens_close[0]) / 2)
+
+
+def _pct(client: float, server: float) -> float | None:
+    return None if not server else round(100.0 * (client - server) / server, 3)
+
+
+def tokens_check(block: dict, view: ClientView) -> dict:
+    server = block.get("output_tokens")
+    if server is None:
+        return {"verdict": "not comparable", "why": "the server has no generated-token counter (or it reset)"}
+    if view.processes > 1:
+        return {"verdict": "not comparable", "server": server,
+                "why": f"the stage ran in {view.processes} processes; the client's count at the scrapes is one's"}
+    if block.get("counted_when") == "step":
+        got = view.tokens_between()
+        if got is None:
+            return {"verdict": "not comparable", "server": server, "why": "the client's count was not read at the scrapes"}
+        client, slack = got
+        what = "tokens received between the scrapes"
+    else:
+        client, slack = view.ended.output_tokens, 0.0
+        what = "output tokens of the requests that ended between the scrapes"
+    diff = client - server
+    pct = _pct(client, server)
+    agree = abs(diff) <= slack + (TOKENS_AGREE_PCT / 100) * max(server, client)
+    out = {"verdict": "agree" if agree else "disagree", "client": round(client, 1), "server": server,
+           "client_counts": what, "diff_pct": pct, "slack_tokens": round(slack, 1)}
+    if server == 0 and client == 0:
+        out["why"] = "nothing counted on either side between the scrapes"
+    return out
+
+
+def acceptance_check(block: dict, view: ClientView) -> dict:
+    """Counts of drafts both sides have, over the same requests (engines that count at request end)."""
+    e = view.ended
+    pairs = []
+    if block.get("verify_calls") is not None and e.with_verify:
+        pairs.append(("verify_calls", e.verify_calls, block["verify_calls"]))
+    if block.get("accepted_tokens") is not None and e.with_drafts:
+        pairs.append(("accepted_tokens", e.accepted_drafts, block["accepted_tokens"]))
+        pairs.append(("draft_tokens", e.proposed_drafts, block["draft_tokens"]))
+    if not pairs:
+        if block.get("accepted_tokens") is None and block.get("verify_calls") is None:
+            why = "the server counts no drafts (no speculation, or no counter)"
+        elif block.get("counted_when") == "step":
+            why = "the client has no draft counts per request on this engine's stream (vLLM sends none)"
+        else:
+            why = "the client's requests carried no draft counts"
+        return {"verdict": "not comparable", "why": why}
+    if block.get("counted_when") == "step":
+        return {"verdict": "not comparable", "why": "per-step counters cover other requests than those that ended"}
+    rows = {name: {"client": c, "server": s, "diff_pct": _pct(c, s)} for name, c, s in pairs}
+    same = all(abs(c - s) <= (TOKENS_AGREE_PCT / 100) * max(abs(s), 1) for _, c, s in pairs)
+    out = {"verdict": "equal" if same else "differ", "counts": rows}
+    if e.with_verify and e.verify_calls:
+        out["client_mean_accept_length"] = round(e.output_tokens / e.verify_calls, 4)
+    elif e.with_drafts and e.proposed_drafts:
+        out["client_accept_rate"] = round(e.accepted_drafts / e.proposed_drafts, 4)
+    out["server_mean_accept_length"] = block.get("mean_accept_length")
+    out["server_accept_rate"] = block.get("accept_rate")
+    return out
+
+
+def running_check(block: dict, view: ClientView) -> dict:
+    g = (block.get("gauges") or {}).get("running")
+    if not g:
+        return {"verdict": "not measured", "concurrency": view.concurrency,
+                "why": "the page has no running-requests gauge"}
+    c, cap = view.concurrency, view.max_running
+    expect = min(c, cap) if cap else c
+    q = (block.get("gauges") or {}).get("queued") or {}
+    out = {"concurrency": c, "cap": cap, "running_mean": g["mean"], "running_p50": g["p50"], "running_max": g["max"],
+           "queued_mean": q.get("mean"), "samples": g["n"]}
+    if block.get("mean_busy_per_step") is not None:
+        out["busy_per_decode_step"] = block["mean_busy_per_step"]
+    if g["p50"] >= RUNS_C * expect:
+        out["verdict"] = "runs C" if expect == c else "capped"
+    else:
+        out["verdict"] = "below C"
+    if g["max"] > c * 1.05 + 1:
+        out["verdict"] = "above C"  # someone else's requests share the server
+    return out
+
+
+def add_checks(block: dict, view: ClientView) -> dict:
+    """Set ``block["checks"]`` and append a note for each disagreement; returns the block."""
+    if not block.get("available"):
+        return block
+    checks = {"tokens": tokens_check(block, view), "acceptance": acceptance_check(block, view),
+              "running": running_check(block, view)}
+    block["checks"] = checks
+    block["client_ended_between_scrapes"] = {"requests": view.ended.requests,
+                                             "output_tokens": view.ended.output_tokens}
+    notes = block.setdefault("notes", [])
+    t = checks["tokens"]
+    if t["verdict"] == "disagree":
+        notes.append(f"the server counted {t['server']} generated tokens between its scrapes and the client "
+                     f"{t['client']:g} ({t['client_counts']}): {t['diff_pct']:+.2f} %, beyond the 1 % agreement")
+    a = checks["acceptance"]
+    if a["verdict"] == "differ":
+        notes.append("the server's draft counters differ from what the requests reported: "
+                     + ", ".join(f"{k} {v['client']} vs {v['server']}" for k, v in a["counts"].items()))
+    r = checks["running"]
+    if r.get("verdict") == "below C":
+        notes.append(f"the server ran a median of {r['running_p50']:g} requests at once (mean {r['running_mean']:g}, "
+                     f"queue {r['queued_mean'] if r['queued_mean'] is not None else '?'}) while the stage kept "
+                     f"{r['concurrency']} open: the stage's load is not C on the server")
+    elif r.get("verdict") == "capped":
+        notes.append(f"the server ran at its cap of {r['cap']} ({r['running_p50']:g} median); the rest of C="
+                     f"{r['concurrency']} queued (mean {r['queued_mean']})")
+    elif r.get("verdict") == "above C":
+        notes.append(f"the server ran up to {r['running_max']:g} requests at once, more than the stage's "
+                     f"{r['concurrency']}: other traffic shares it")
+    return block

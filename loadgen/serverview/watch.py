@@ -1,0 +1,113 @@
+"""What a stage holds to watch its server: scrapes at the window's edges and every few seconds between.
+
+In: a base URL, a sampling interval (``--server-metrics-interval``, default 1 s). Out: from
+:meth:`ServerWatch.close`, the stage's ``server`` block (``summary``).
+
+The edges are full pages (counters, histograms); the samples between them read only the gauges
+and a few counters (to see a restart), filtered before the parser. They run in a thread of their
+own, so the client's event loop never waits for a page: the edges through ``asyncio.to_thread``
+from the runner, directly from the gevent Locust master. Holds only its settings until
+``open()``: a stage's worker process can be handed one.
+
+Measured cost (bench/, ``loadgen bench client --server-metrics-interval``): see docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from loadgen.serverview.engines import ENGINES, interval_names
+from loadgen.serverview.page import Snapshot, fetch
+from loadgen.serverview.summary import window_summary
+
+MAX_SAMPLES = 100_000
+"""Samples kept per window (a day at 1 s); later ones are dropped with a note, memory stays bounded."""
+
+
+def running_cap(probed: dict | None) -> int | None:
+    """The running cap a probe (loadgen.run.probe) found: SGLang's max_running_requests, llama.cpp's slots."""
+    info = (probed or {}).get("server_info") or {}
+    for key in ("max_running_requests", "total_slots"):
+        v = info.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        v = states[0].get("max_running_requests")
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+class ServerWatch:
+    def __init__(self, base_url: str, interval_s: float = 1.0, timeout_s: float = 5.0,
+                 headers: dict | None = None, max_running: int | None = None) -> None:
+        self.base_url = base_url
+        self.max_running = max_running
+        """The server's running cap, for the running-batch check (None: not known)."""
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
+        self.span_ns: tuple[int, int] | None = None
+        """(open, close) scrape midpoints on loadgen's clock, once ``close`` returned."""
+        self._before: Snapshot | None = None
+        self._samples: list[Snapshot] = []
+        self._failed: list[str] = []
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def __getstate__(self) -> dict:
+        # pickled into a stage's worker process before use: settings only
+        return {"base_url": self.base_url, "interval_s": self.interval_s, "timeout_s": self.timeout_s,
+                "headers": self.headers, "max_running": self.max_running}
+
+    def __setstate__(self, d: dict) -> None:
+        self.__init__(**d)
+
+    def scrape(self, only: set[str] | None = None) -> Snapshot:
+        return fetch(self.base_url, self.timeout_s, only, self.headers)
+
+    # --- blocking face (the Locust master, tests) ------------------------------------------------
+    def open(self) -> None:
+        """Scrape the window's opening page and start sampling between."""
+        self._before = self.scrape()
+        self._samples, self._failed = [], []
+        engine = ENGINES.get(self._before.engine) if self._before.ok else None
+        if self.interval_s > 0 and engine is not None:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, args=(interval_names(engine), self._stop),
+                                            name="loadgen-serverwatch", daemon=True)
+            self._thread.start()
+
+    def _sample(self, only: set[str], stop: threading.Event) -> None:
+        while not stop.wait(self.interval_s):
+            snap = self.scrape(only)
+            if stop.is_set():
+                break
+            if snap.ok:
+                if len(self._samples) < MAX_SAMPLES:
+                    self._samples.append(snap)
+            else:
+                self._failed.append(snap.error)
+
+    def stop_sampling(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join(self.timeout_s + 1)
+            self._stop = self._thread = None
+
+    def close(self) -> dict:
+        """Stop sampling, scrape the closing page, and summarise the window."""
+        self.stop_sampling()
+        after = self.scrape()
+        if self._before is not None:
+            self.span_ns = (self._before.t_ns, after.t_ns)
+        return window_summary(self._before, after, self._samples, self._failed, self.interval_s)
+
+    # --- the runner's WindowProbe face (loadgen.run.spec) ----------------------------------------
+    async def at_open(self) -> None:
+        await asyncio.to_thread(self.open)
+
+    async def at_close(self) -> dict:
+        return await asyncio.to_thread(self.close)
