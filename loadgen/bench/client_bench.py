@@ -62,9 +62,16 @@ def _errors(res, truth_records: list) -> dict:
     return point
 
 
+def _watch(url: str, scrape_s: float | None):
+    """The stage's /metrics watcher, as ``loadgen run`` holds it (None: no scraping, the bench's default)."""
+    from loadgen.serverview.watch import ServerWatch
+
+    return None if scrape_s is None else ServerWatch(url, scrape_s)
+
+
 def run_point(streams: int, interval_ms: float, tokens: str = "1", mode: str = "lockstep",
               duration_s: float = 5.0, processes: int = 1, max_tokens: int = 200, ttft_ms: float = 50.0,
-              warmup_s: float = 3.0, ramp_s: float = 0.0) -> dict:
+              warmup_s: float = 3.0, ramp_s: float = 0.0, scrape_s: float | None = None) -> dict:
     source = RequestCycle([GenRequest(workload="bench", prompt="x", max_tokens=max_tokens)])
     sent = _SendTimes()
     with schedserver("--mode", mode, "--interval-ms", str(interval_ms), "--tokens", tokens,
@@ -72,11 +79,13 @@ def run_point(streams: int, interval_ms: float, tokens: str = "1", mode: str = "
         with pinned(1):
             spec = StageSpec(streams, duration_s=duration_s, warmup_s=warmup_s, ramp_s=ramp_s)
             res = run_stage_processes(Target("bench", url, "sglang"), spec, source, RunOptions(),
-                                      processes=processes, on_record=sent if processes == 1 else None)
+                                      processes=processes, on_record=sent if processes == 1 else None,
+                                      window_probe=_watch(url, scrape_s))
         log = _fetch_truth(url + "/truth")
     recs = [truth_record(rid, sent.get(rid, v["received_ns"]), v["sends"]) for rid, v in log.items()]
     point = {"streams": streams, "interval_ms": interval_ms, "mode": mode, "processes": processes,
-             "chunks_per_s": round(streams * 1000 / interval_ms)}
+             "chunks_per_s": round(streams * 1000 / interval_ms),
+             "scrapes": None if res.server is None else (res.server.get("samples") or {}).get("taken", 0) + 2}
     point.update(_errors(res, recs))
     return point
 
@@ -90,7 +99,8 @@ SIM_PROMPTS = (
 )
 
 
-def sim_point(concurrency: int, duration_s: float = 30.0, warmup_s: float = 5.0, max_tokens: int = 100) -> dict:
+def sim_point(concurrency: int, duration_s: float = 30.0, warmup_s: float = 5.0, max_tokens: int = 100,
+              scrape_s: float | None = None) -> dict:
     """The stage runner against the speculative simulator's own event log (the issue's accuracy target).
 
     pcie-8gpu-eagle3 in spec mode at real speed, multi-token chunks of 1-4
@@ -108,12 +118,13 @@ def sim_point(concurrency: int, duration_s: float = 30.0, warmup_s: float = 5.0,
         with pinned(1):
             spec = StageSpec(concurrency, duration_s=duration_s, warmup_s=warmup_s, ramp_s=min(2.0, warmup_s / 2))
             res = run_stage_processes(Target("sim", sim.url, "sglang"), spec, RequestCycle(reqs), RunOptions(),
-                                      processes=1, on_record=sent)
+                                      processes=1, on_record=sent, window_probe=_watch(sim.url, scrape_s))
         log = _fetch_truth(sim.url + "/loadgen/truth")
     recs = [truth_record(t["rid"], sent[t["rid"]], [(ts, n) for ts, n in t["events"] if n > 0])
             for t in log if t["rid"] in sent]
     point = {"concurrency": concurrency, "requests": res.total.completed,
-             "chunks": res.total.hists["chunk_gap"].count}
+             "chunks": res.total.hists["chunk_gap"].count,
+             "scrapes": None if res.server is None else (res.server.get("samples") or {}).get("taken", 0) + 2}
     point.update(_errors(res, recs))
     return point
 
@@ -160,6 +171,26 @@ def memory_growth(tokens_target: int = 10_000_000, streams: int = 100) -> dict:
             "growth_mb_per_million_tokens": round((after - before) / max(tokens, 1) * 1e6, 3)}
 
 
+AB_FIGURES = ("ttft_p50_err", "ttft_p99_err", "itl_p50_err", "itl_p99_err", "chunk_gap_p50_err", "chunk_gap_p99_err",
+              "lag_p99_ms")
+
+
+def scrape_ab(point, scrape_s: float, **kw) -> list[dict]:
+    """One point three times: without scraping (A), again without (A': the noise floor), with /metrics
+    read every ``scrape_s`` (B). Per figure: |A' - A| (noise) and |B - A| (what scraping moved)."""
+    a, a2, b = point(**kw), point(**kw), point(scrape_s=scrape_s, **kw)
+    rows = []
+    for f in AB_FIGURES:
+        va, va2, vb = a.get(f), a2.get(f), b.get(f)
+        if None in (va, va2, vb):
+            continue
+        noise, moved = abs(va2 - va), abs(vb - va)
+        rows.append({**{k: v for k, v in kw.items() if k in ("streams", "concurrency", "mode")}, "figure": f,
+                     "A": va, "A2": va2, "B": vb, "noise": round(noise, 3), "moved": round(moved, 3),
+                     "scrapes": b.get("scrapes"), "within": moved <= max(noise, 0.05)})
+    return rows
+
+
 def _fmt(points: list[dict]) -> str:
     cols = ["mode", "streams", "chunks_per_s", "processes", "ttft_p50_err", "ttft_p99_err", "itl_p50_err",
             "itl_p99_err", "chunk_gap_p99_err", "lag_p99_ms", "cpu_pct", "client_bound"]
@@ -184,7 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", type=int, default=0, metavar="TOKENS",
                     help="also measure memory growth over a stage of this many tokens (e.g. 10000000)")
     ap.add_argument("--json", default=None, help="write the points to this file too")
+    ap.add_argument("--scrape-ab", type=float, default=None, metavar="S",
+                    help="instead: each point without /metrics scraping twice (the A/A noise floor) and with it "
+                         "every S seconds, and what scraping moved")
     a = ap.parse_args(argv)
+    if a.scrape_ab is not None:
+        return _main_ab(a)
     if len(os.sched_getaffinity(0)) < 2:
         print("note: fewer than 2 cores: server and client share one; errors include the server's own lag")
     if a.sim:
@@ -213,6 +249,31 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "wb") as f:
             f.write(orjson.dumps(points, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+def _main_ab(a) -> int:
+    rows: list[dict] = []
+    cols = ["figure", "A", "A2", "B", "noise", "moved", "scrapes", "within"]
+    print(f"/metrics read every {a.scrape_ab:g} s (B) against none (A, A'); errors vs truth in ms "
+          "(within: |B-A| <= max(|A'-A|, 0.05 ms), the stamps' resolution)")
+    for c in (int(x) for x in a.sim.split(",") if x):
+        got = scrape_ab(sim_point, a.scrape_ab, concurrency=c, duration_s=max(a.duration, 30.0))
+        print(f"simulator C={c}:\n" + _table(got, cols), flush=True)
+        rows += got
+    for mode in a.modes.split(","):
+        for streams in (int(x) for x in a.streams.split(",") if x):
+            got = scrape_ab(run_point, a.scrape_ab, streams=streams, interval_ms=a.interval_ms, mode=mode,
+                            duration_s=a.duration)
+            print(f"{mode} {streams} streams:\n" + _table(got, cols), flush=True)
+            rows += got
+    moved = [r for r in rows if not r["within"]]
+    print(f"{len(rows) - len(moved)} of {len(rows)} figures within the A/A noise floor"
+          + ("" if not moved else "; beyond it: " + ", ".join(f"{r.get('mode', 'sim')} {r.get('streams', r.get('concurrency'))} "
+                                                              f"{r['figure']} {r['moved']:g} > {r['noise']:g}" for r in moved)))
+    if a.json:
+        with open(a.json, "wb") as f:
+            f.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     return 0
 
 

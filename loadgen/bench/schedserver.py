@@ -57,6 +57,13 @@ class SchedServer:
         self._tick_task: asyncio.Task | None = None
 
     # --- emitting -------------------------------------------------------------------------
+    def metrics_page(self) -> bytes:
+        from loadgen.sim.prom import Metrics
+
+        m = self.metrics = getattr(self, "metrics", None) or Metrics()
+        m.generation_tokens[True] = sum(len(v["sends"]) for v in self.truth.values())
+        return m.render(model="bench", sched={"num_running_reqs": len(self.truth)}, spec=None).encode()
+
     def _event(self, st: _Stream, n: int, final: bool) -> bytes:
         st.produced += n
         if st.chat:
@@ -166,7 +173,11 @@ class _Conn(asyncio.Protocol):
 
     def handle(self, method: str, path: str, body: bytes, t: int) -> None:
         if method == "GET":
-            if path.startswith("/truth"):
+            if path.startswith("/metrics"):
+                # an SGLang-shaped page (the simulator's renderer), for `bench client --scrape-ab`:
+                # what a scrape costs the client is the point, not the figures on it
+                self._plain("200 OK", self.server.metrics_page(), "text/plain; version=0.0.4")
+            elif path.startswith("/truth"):
                 self._plain("200 OK", orjson.dumps(self.server.truth))
                 if "clear=1" in path:
                     self.server.truth.clear()
