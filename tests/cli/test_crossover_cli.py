@@ -26,6 +26,11 @@ def test_embedded_simulators_then_from(tmp_path):
     assert [(s["target"], s["concurrency"]) for s in doc["stages"]] == [
         ("baseline", 1), ("spec", 1), ("baseline", 30), ("spec", 30)]
     assert doc["run"]["servers"]["spec"]["speculative"] is True
+    # the server's own view of every stage (issue 14): SGLang's names, counted at request end, to the token
+    for st in doc["stages"]:
+        checks = st["server"]["checks"]
+        assert st["server"]["engine"] == "sglang" and checks["tokens"]["verdict"] == "agree", checks
+        assert checks["acceptance"]["verdict"] == ("equal" if st["target"] == "spec" else "not comparable")
     res = json.loads((out / "crossover.json").read_text())
     comps = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["comparisons"]
     assert [c["concurrency"] for c in comps] == [1, 30]

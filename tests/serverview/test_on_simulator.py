@@ -1,0 +1,62 @@
+"""The server block of every stage of real `loadgen` runs on the embedded simulator, in both metric flavours."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def loadgen(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _blocks(out) -> list[dict]:
+    return json.loads((out / "run.json").read_text())["stages"]
+
+
+def test_crossover_in_the_vllm_flavour_with_cache_resets(tmp_path):
+    out = tmp_path / "xo"
+    p = loadgen("crossover", "--ladder", "1,30", "--duration", "3s", "--warmup", "1s", "--sim-time-scale", "10",
+                "--sim-metrics-flavour", "vllm", "--reset-cache", "--server-metrics-interval", "0.5",
+                "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr
+    stages = _blocks(out)
+    assert len(stages) == 4
+    for st in stages:
+        s = st["server"]
+        assert s["available"] and s["engine"] == "vllm" and s["counted_when"] == "step", s
+        assert st["cache_reset"] == {"engine": "vllm", "how": "POST /reset_prefix_cache", "ok": True,
+                                     "ms": st["cache_reset"]["ms"]}
+        # tokens the client received between the two scrapes against vLLM's per-step counter
+        assert s["checks"]["tokens"]["verdict"] == "agree", s["checks"]["tokens"]
+        assert abs(s["checks"]["tokens"]["diff_pct"]) <= 1.0
+        assert s["checks"]["running"]["verdict"] == "runs C", s["checks"]["running"]
+        assert s["gauges"]["running"]["p50"] == st["concurrency"]
+        # samples every 0.5 s over a 3 s window, besides the edges
+        assert 4 <= s["samples"]["taken"] <= 8 and s["samples"]["failed"] == 0
+        assert s["latency"]["ttft"]["count"] > 0 and s["prompt_tokens"] > 0
+        assert not [n for n in st["notes"] if n.startswith("server:")], st["notes"]
+        if st["target"] == "spec":
+            pos = s["acceptance_per_position"]
+            assert pos and all(a >= b for a, b in zip(pos, pos[1:])) and 0 < pos[0] <= 1
+            assert s["mean_accept_length"] > 1 and s["drafts"] > 0
+        else:
+            assert s["drafts"] is None and s["acceptance_per_position"] is None  # no spec family on a baseline
+
+
+def test_run_in_the_sglang_flavour_counts_what_the_client_counted(tmp_path):
+    out = tmp_path / "r"
+    p = loadgen("run", "--ladder", "1,8", "--duration", "3s", "--warmup", "1s", "--sim-time-scale", "5",
+                "--sim-mode", "spec", "--out", str(out / "run.json"))
+    assert p.returncode == 0, p.stderr
+    for st in _blocks(out):
+        s = st["server"]
+        assert s["available"] and s["engine"] == "sglang" and s["counted_when"] == "request_end"
+        assert st["cache_reset"] is None  # not asked
+        t = s["checks"]["tokens"]
+        assert t["verdict"] == "agree" and t["client"] == t["server"] > 0, t  # the same requests, to the token
+        a = s["checks"]["acceptance"]
+        assert a["verdict"] == "equal" and a["counts"]["verify_calls"]["client"] == s["verify_calls"] > 0
+        assert a["client_mean_accept_length"] == s["mean_accept_length"]
+        assert s["checks"]["running"]["cap"] == 48 and s["checks"]["running"]["verdict"] == "runs C"
