@@ -11,6 +11,9 @@ client, left on the other cores, does not compete with them for the CPU.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+
 import os
 from pathlib import Path
 from typing import Iterator
@@ -84,8 +87,13 @@ def llama_baseline_server(llama_binary: Path, llama_model: Path,
 @pytest.fixture(scope="session")
 def llama_spec_server(llama_binary: Path, llama_model: Path,
                       llama_server_cpu: int | None) -> Iterator[LlamaServer]:
-    with LlamaServer(model=llama_model, binary=llama_binary, spec=True, cpu=llama_server_cpu) as srv:
+    # --slot-save-path: llama.cpp erases a slot's cache (loadgen --reset-cache) only with it; the baseline
+    # server runs without, so a refused reset is exercised too
+    save = tempfile.mkdtemp(prefix="loadgen-slots-")
+    with LlamaServer(model=llama_model, binary=llama_binary, spec=True, cpu=llama_server_cpu,
+                     extra_args=["--slot-save-path", save]) as srv:
         yield srv
+    shutil.rmtree(save, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

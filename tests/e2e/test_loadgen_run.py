@@ -39,7 +39,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     out = tmp_path_factory.mktemp(f"run-{label}") / "run.json"
     cmd = LOADGEN + ["run", "--url", server.url, "--protocol", protocol, "--label", label, "--model", "gemma",
                      "--ladder", ",".join(map(str, LADDER)), "--workload", ":1,".join(WORKLOADS) + ":1",
-                     "--seed", "7", *STAGE, "--out", str(out)]
+                     "--seed", "7", *STAGE, "--reset-cache", "--out", str(out)]
     with MetricsPoller(server.url) as poller:
         proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -75,6 +75,36 @@ def test_token_counts_agree_with_the_servers_usage(run: dict) -> None:
         # every completed request ran to its max_tokens (40-56; the base model hardly stops)
         assert 1 * s["requests"]["completed"] <= s["server_output_tokens"] <= 56 * s["requests"]["completed"]
     check_subset_of_server_counters(stages, run["poller"])
+
+
+def test_every_stage_has_the_servers_own_view(run: dict) -> None:
+    """The server block (loadgen.serverview): llama.cpp counts a request when it ends, and the requests
+    that ended between the two scrapes carry, in their usage and timings, exactly what it counted."""
+    spec = run["label"] == "spec"
+    for s in run["doc"]["stages"]:
+        sv = s["server"]
+        assert sv["available"] and sv["engine"] == "llama.cpp" and sv["counted_when"] == "request_end", sv
+        t = sv["checks"]["tokens"]
+        assert t["verdict"] == "agree" and t["client"] == t["server"], t
+        a = sv["checks"]["acceptance"]
+        if spec:
+            assert a["verdict"] == "equal", a
+            assert a["counts"]["accepted_tokens"]["client"] == sv["accepted_tokens"]
+            assert a["counts"]["draft_tokens"]["client"] == sv["draft_tokens"]
+            assert sv["accepted_per_position"] is not None
+        else:
+            assert a["verdict"] == "not comparable" and sv["drafts"] == 0
+        r = sv["checks"]["running"]
+        assert r["cap"] == 4 and r["concurrency"] == s["concurrency"] and r["running_max"] <= 4, r
+        assert sv["samples"]["taken"] >= 2 and sv["samples"]["failed"] == 0
+        # --reset-cache: the speculative server has --slot-save-path and erases its 4 slots; the
+        # baseline has not, and the note names the flag
+        reset = s["cache_reset"]
+        if spec:
+            assert reset["ok"] and reset["slots"] == 4, reset
+        else:
+            assert not reset["ok"] and "--slot-save-path" in reset["error"]
+            assert any("cache not reset" in n and "--slot-save-path" in n for n in s["notes"])
 
 
 def test_itl_agrees_with_the_servers_decode_time(run: dict) -> None:
