@@ -12,6 +12,11 @@ targets' stages at one concurrency use the same prompt seed.
 
 A worker that goes missing (Locust's heartbeat) or never reports: the master
 logs it, merges the other workers' data, and marks the stage incomplete.
+
+The server's own view (loadgen/locust/serverside.py): the conductor alone scrapes each stage's
+target around its window (``--server-metrics-interval``) and, with ``--reset-cache``, empties its
+prefix cache before the stage; the merged stage gets ``server`` and ``cache_reset`` as a
+``loadgen run`` stage does.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from loadgen.stage.result import StageAccumulator, StageResult
 from loadgen.report.table import stage_table
 
 from loadgen.settings.config import RampConfig, TargetConf
+from loadgen.locust.serverside import StageServer, probe_info, reset_before
 from loadgen.locust.stageplan import StagePlan
 
 log = logging.getLogger("loadgen.locust")
@@ -68,6 +74,8 @@ class _Running:
         self.parts: dict[str, dict] = {}
         self.lost: dict[str, str] = {}  # worker id → why
         self.begun = time.monotonic()
+        self.server: StageServer | None = None
+        self.reset: dict | None = None
 
     @property
     def pending(self) -> list[str]:
@@ -103,6 +111,8 @@ class Conductor:
         self._waiting_logged = False
         self.refresh = None
         """cfg → cfg: the options as they are now, for a new run started from the web UI."""
+        self.probed: dict[str, dict] = {}
+        """Target label → what its server said about itself (engine, running cap), asked once per run."""
 
     # --- run lifecycle --------------------------------------------------------------------------
     @property
@@ -119,6 +129,7 @@ class Conductor:
         self.stages = []
         self.finished = False
         self.aborted = False
+        self.probed = {}
         name = "ramp.json" if self.runs == 1 else f"ramp-{self.runs}.json"
         meta = {
             "command": "locust ramp",
@@ -148,6 +159,8 @@ class Conductor:
                 self.executor.abort()
             else:
                 self._broadcast("loadgen_abort", {"key": self.cur.plan.key})
+            if self.cur.server is not None:
+                self.cur.server.abort()
             self.cur = None
         self._finish(interrupted=True)
 
@@ -168,7 +181,10 @@ class Conductor:
             self.new_run()
         if self.cur is not None:
             self._check_lost()
-            if not self.cur.pending:
+            server = self.cur.server
+            if not self.cur.pending and server is not None and not server.done and not server.opened:
+                server.abort()  # every part is in and the window was never scraped: nothing to wait for
+            if not self.cur.pending and (server is None or server.done):
                 self._complete()
         if self.cur is None:
             if self.pos >= len(self.plans):
@@ -184,11 +200,19 @@ class Conductor:
         plan.spawn_s = SPAWN_S
         plan.host = socket.gethostname()
         plan.cpus = self.cpus
+        # the master scrapes a window whose end it knows ahead (not one that closes on a request count)
+        plan.scraped = plan.duration_s is not None
         if self.executor is not None:
+            reset = self._reset(plan)
             plan.shares = {"local": 0}
             plan.start_at_ns = None
             self.cur = _Running(plan, dict(plan.shares))
-            self.executor.begin(plan, 0, 1)
+            self.cur.reset = reset
+            executor = self.executor
+            self._watch(plan, lambda: executor.stage.window() if executor.stage is not None
+                        and executor.stage.plan is plan else None,
+                        lambda: executor.scrape_closed(plan.key))
+            executor.begin(plan, 0, 1)
         else:
             workers = self._live_workers()
             if not workers:
@@ -197,18 +221,40 @@ class Conductor:
                     self._waiting_logged = True
                 return False
             self._waiting_logged = False
+            reset = self._reset(plan)
             plan.shares = {w: i for i, w in enumerate(workers)}
             plan.start_at_ns = time.perf_counter_ns() + int(START_LEAD_S * 1e9)
             if tuple(workers) != self._last_workers and self._last_workers:
                 self._nudge = not self._nudge  # a changed worker set: make Locust re-dispatch the users
             self._last_workers = tuple(workers)
             self.cur = _Running(plan, dict(plan.shares))
+            self.cur.reset = reset
+            # workers on this host start at start_at_ns and open their window a fixed warm-up later
+            spec = plan.spec()
+            ws = plan.start_at_ns + int(spec.warmup_s * 1e9)
+            window = (ws, ws + int(spec.duration_s * 1e9)) if plan.scraped else None
+            self._watch(plan, lambda: window,
+                        lambda: self._broadcast("loadgen_scraped", {"key": plan.key}))
             self._broadcast("loadgen_stage", plan.to_msg())
         log.info("loadgen: stage %d/%d: %s C=%d (warm-up %gs, %s)%s", plan.index + 1, len(self.plans), plan.label,
                  plan.concurrency, plan.warmup_s,
                  f"window {plan.duration_s:g}s" if plan.duration_s is not None else f"{plan.requests} requests",
                  f" on {len(plan.shares)} workers" if self.distributed else "")
         return True
+
+    def _probed(self, plan: StagePlan) -> dict:
+        if plan.label not in self.probed:
+            self.probed[plan.label] = probe_info(plan.target["url"], plan.target.get("headers"))
+        return self.probed[plan.label]
+
+    def _reset(self, plan: StagePlan) -> dict | None:
+        """--reset-cache: the target's prefix cache emptied once, by the master, before the stage."""
+        return reset_before(plan, self._probed(plan)) if self.cfg.reset_cache else None
+
+    def _watch(self, plan: StagePlan, window, on_closed) -> None:
+        if plan.scraped:
+            self.cur.server = StageServer(plan, self.cfg.server_metrics_interval, self._probed(plan), window,
+                                          on_closed)
 
     def _broadcast(self, kind: str, data: dict) -> None:
         runner = self.env.runner
@@ -298,6 +344,16 @@ class Conductor:
         if notes:
             merged.incomplete = True
             merged.notes.extend(notes)
+        if cur.server is not None:
+            cur.server.finish(merged, [(cur.parts.get(w) or {}).get("edges") for w in cur.expected],
+                              socket.gethostname())
+        elif not plan.scraped:
+            merged.notes.append("server: not scraped: a window that closes on a request count ends at an "
+                                "instant the master does not know ahead")
+        if cur.reset is not None:
+            merged.cache_reset = cur.reset
+            if not cur.reset["ok"]:
+                merged.notes.append(f"cache not reset before the stage: {cur.reset.get('error')}")
         if merged.total.started == 0 and "no request started inside the steady window" not in merged.notes:
             merged.notes.append("no request started inside the steady window")
         d = self.writer.add_stage(merged)

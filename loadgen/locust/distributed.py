@@ -26,6 +26,8 @@ log = logging.getLogger("loadgen.locust")
 REPORT_KEY = "loadgen_stages"
 STAGE_MSG = "loadgen_stage"
 ABORT_MSG = "loadgen_abort"
+SCRAPED_MSG = "loadgen_scraped"
+"""The master read the server after the window: the workers' users need not be held for it any longer."""
 
 
 def setup_worker(environment, runner) -> Executor:
@@ -67,8 +69,12 @@ def setup_worker(environment, runner) -> Executor:
     def on_abort(environment, msg, **kw) -> None:
         ex.abort()
 
+    def on_scraped(environment, msg, **kw) -> None:
+        ex.scrape_closed(msg.data.get("key"))
+
     runner.register_message(STAGE_MSG, on_stage)
     runner.register_message(ABORT_MSG, on_abort)
+    runner.register_message(SCRAPED_MSG, on_scraped)
     return ex
 
 

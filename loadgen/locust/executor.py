@@ -74,6 +74,7 @@ class Executor:
                 "result": None, "error": None}
         try:
             item["result"] = call.result.get().to_dict()
+            item["edges"] = stage.edges_done  # what it saw near the window's edges, for the master's scrapes
         except Cancelled:
             return  # aborted: the test was stopped
         except LoadgenError as exc:
@@ -82,6 +83,11 @@ class Executor:
             log.exception("loadgen: stage %s failed in %s", stage.plan.index, self.worker_id)
             item["error"] = f"{type(exc).__name__}: {exc}"
         self.on_result(item)
+
+    def scrape_closed(self, key: str) -> None:
+        """The master's closing scrape of stage ``key`` is done: its users need not be held any longer."""
+        if self.stage is not None and self.stage.plan.key == key:
+            self.stage.scrape_closed = True  # read by the loop thread (a plain attribute, polled)
 
     def abort(self) -> None:
         """Cancel the running stage, if any (its result is dropped)."""

@@ -131,7 +131,8 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
     try:
         for mode in sim.modes:
             proc = stack.enter_context(SimProcess(profile=sim.profile, mode=mode, time_scale=sim.time_scale,
-                                                  seed=sim.seed, cpu=cpus[0] if pin else None))
+                                                  seed=sim.seed, cpu=cpus[0] if pin else None,
+                                                  metrics_flavour=sim.metrics_flavour))
             targets.append(TargetConf(mode, proc.url))
             log.info("loadgen: no target configured: embedded simulator (%s, %s, time scale %g) at %s",
                      sim.profile, mode, sim.time_scale, proc.url)
@@ -144,7 +145,8 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
     if load_cpus:
         os.sched_setaffinity(0, set(load_cpus))
     meta = {"simulator": {"profile": sim.profile, "modes": list(sim.modes), "time_scale": sim.time_scale,
-                          "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None}}
+                          "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None,
+                          "metrics_flavour": sim.metrics_flavour}}
     return targets, meta, load_cpus
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import socket
 import time
 
 from loadgen.client.stream import StreamClient
@@ -29,11 +30,16 @@ from loadgen.run.lifecycle import Lifecycle
 from loadgen.run.stage import CONNECT_BACKOFF_S
 from loadgen.stage.result import StageResult
 
+from loadgen.locust.edges import EdgeLog
 from loadgen.locust.stageplan import StagePlan
 
 _now = time.perf_counter_ns
 REPORT_BATCH_S = 0.1
 """Finished records go to Locust's statistics at most this late, in one batch."""
+HOLD_NS = int(1.5e9)
+"""A scraped stage keeps its users going after the window until the master says its closing scrape is
+done, at most this long after the window's end: a request that ends after the scrape must still be
+running when the server is read (a scrape takes 3-9 ms on the simulator, 749 ms on llama.cpp at C=256)."""
 
 # Phases, for progress display (read from the gevent side; plain attribute writes).
 PREPARING, WARMUP, WINDOW, COOLDOWN, DONE = "preparing", "warm-up", "window", "cool-down", "done"
@@ -49,6 +55,8 @@ class LiveStage:
         self.accepting = True
         """False once the stage stops admitting; users read it from the gevent side to idle."""
         self.result: StageResult | None = None
+        self.edges_done: dict | None = None
+        """The edge record, frozen when the users stopped (sent with this process's part)."""
         self._ready: asyncio.Event | None = None
         self._life: Lifecycle | None = None
         self._seq = itertools.count()
@@ -58,6 +66,15 @@ class LiveStage:
         self._flush_pending = False
         self.cancelled_inside = 0
         self._users: set[asyncio.Task] = set()
+        self.edges: EdgeLog | None = None
+        """What this process saw near the window's edges (only when the master scrapes the stage)."""
+        self.scrape_closed = False
+        """Set (from any thread) when the master's closing scrape is done: the hold after the window ends."""
+
+    def window(self) -> tuple[int, int] | None:
+        """(ws, we) on this process's clock, once the stage's lifecycle has fixed them."""
+        life = self._life
+        return None if life is None else (life.state.ws, life.state.we)
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
@@ -93,12 +110,18 @@ class LiveStage:
                 # streaming when its users are stopped are dropped), so its figures stay as they were.
                 self._life = life = Lifecycle(plan.spec(), plan.make_slo(), t0, local_users, notes=False,
                                               overrun="incomplete", fold_streaming=False, on_phase=self._set_phase)
+                if plan.scraped:
+                    self.edges = EdgeLog(life.state.ws, life.state.we, socket.gethostname())
                 folding = asyncio.get_running_loop().create_task(life.folder.run())
                 self.phase = WARMUP
                 self._ready.set()
                 try:
                     await life.drive()
+                    if self.edges is not None and life.state.cut is None:
+                        await self._hold(life.state.we + HOLD_NS)
                 finally:
+                    if self.edges is not None:
+                        self._close_edges(client.inflight)
                     # Users still streaming (requests started in cool-down) are cancelled, not counted.
                     life.state.stop_new = True
                     self.accepting = False
@@ -115,6 +138,20 @@ class LiveStage:
             notes.append(f"{self.cancelled_inside} window request(s) cancelled when Locust stopped their users")
         self.result = res = life.result(self.target, plan.index, notes)
         return res
+
+    async def _hold(self, until_ns: int) -> None:
+        # the load stays up (cool-down requests, not counted) until the server has been read
+        while not self.scrape_closed and _now() < until_ns:
+            await asyncio.sleep(0.005)
+
+    def _close_edges(self, inflight: dict) -> None:
+        """Stop recording: what is still streaming counts for the tokens it received so far, once."""
+        edges = self.edges
+        edges.until = _now()
+        for rec in list(inflight.values()):
+            edges.add(rec, ended=False)
+        self.edges_done = edges.to_dict()
+        self.edges = None  # records that end from here on are not added
 
     # --- one user (one task per Locust user, for as long as the stage admits requests) -----------
     async def user_loop(self) -> None:
@@ -155,6 +192,8 @@ class LiveStage:
                     state.finished_inside()
                 raise
             folder.put(rec)
+            if self.edges is not None:
+                self.edges.add(rec)
             if inside:
                 state.finished_inside()
             self._emit(rec)

@@ -53,6 +53,9 @@ class StagePlan:
     """CPUs for load processes on the conductor's host (the embedded simulators have the others)."""
     shares: dict = field(default_factory=dict)
     """Worker client id → share index; each process takes every n-th request of the sequence."""
+    scraped: bool = False
+    """The master scrapes the target's /metrics over this window: each process keeps what it saw near the
+    window's edges (loadgen/locust/edges.py) and keeps its users going until the closing scrape is done."""
 
     @property
     def label(self) -> str:
