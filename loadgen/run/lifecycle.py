@@ -137,8 +137,11 @@ class Lifecycle:
             # on both sides of it, for a server that counts per step (vLLM)
             await _sleep_until(ws - OPEN_SCRAPE_LEAD_NS)
             before = seen()
-            await probe.at_open()
-            self.tokens_open = (before, seen())
+            # not awaited past the window's start: a slow page (llama.cpp took 749 ms at C=256 on
+            # the H200) must not hold the window's own bookkeeping back
+            opening = asyncio.ensure_future(probe.at_open())
+            opening.add_done_callback(lambda _: setattr(self, "tokens_open", (before, seen())))
+            await asyncio.wait({opening}, timeout=max(0.0, (ws - _now()) / 1e9))
         await _sleep_until(ws)
         self.cpu.mark_start()
         self._phase(WINDOW)
@@ -147,6 +150,7 @@ class Lifecycle:
         self._phase(COOLDOWN)
         self._close_window(state.we)
         if probe is not None:
+            await opening
             before = seen()
             state.server = await probe.at_close()
             tokens_close = (before, seen())

@@ -56,6 +56,9 @@ class ServerWatch:
         self._failed: list[str] = []
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        """Set by ``stop_sampling``: an ``open`` still fetching its page then starts no sampler."""
 
     def __getstate__(self) -> dict:
         # pickled into a stage's worker process before use: settings only
@@ -71,14 +74,17 @@ class ServerWatch:
     # --- blocking face (the Locust master, tests) ------------------------------------------------
     def open(self) -> None:
         """Scrape the window's opening page and start sampling between."""
+        with self._lock:
+            self._stopped = False
         self._before = self.scrape()
         self._samples, self._failed = [], []
         engine = ENGINES.get(self._before.engine) if self._before.ok else None
-        if self.interval_s > 0 and engine is not None:
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._sample, args=(interval_names(engine), self._stop),
-                                            name="loadgen-serverwatch", daemon=True)
-            self._thread.start()
+        with self._lock:
+            if self.interval_s > 0 and engine is not None and not self._stopped:
+                self._stop = threading.Event()
+                self._thread = threading.Thread(target=self._sample, args=(interval_names(engine), self._stop),
+                                                name="loadgen-serverwatch", daemon=True)
+                self._thread.start()
 
     def _sample(self, only: set[str], stop: threading.Event) -> None:
         while not stop.wait(self.interval_s):
@@ -92,10 +98,13 @@ class ServerWatch:
                 self._failed.append(snap.error)
 
     def stop_sampling(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-            self._thread.join(self.timeout_s + 1)
+        with self._lock:
+            self._stopped = True
+            stop, thread = self._stop, self._thread
             self._stop = self._thread = None
+        if stop is not None:
+            stop.set()
+            thread.join(self.timeout_s + 1)
 
     def close(self) -> dict:
         """Stop sampling, scrape the closing page, and summarise the window."""

@@ -60,3 +60,50 @@ def test_run_in_the_sglang_flavour_counts_what_the_client_counted(tmp_path):
         assert a["verdict"] == "equal" and a["counts"]["verify_calls"]["client"] == s["verify_calls"] > 0
         assert a["client_mean_accept_length"] == s["mean_accept_length"]
         assert s["checks"]["running"]["cap"] == 48 and s["checks"]["running"]["verdict"] == "runs C"
+
+
+# --- bad pages in a real stage: notes, never a crash, the client's figures untouched -------------
+
+def _stage_with_metrics_from(metrics_url: str, interval_s: float = 0.2):
+    from loadgen.client.target import Target
+    from loadgen.request import GenRequest
+    from loadgen.run.runner import RunOptions, StageSpec, run_stage_processes
+    from loadgen.serverview.watch import ServerWatch
+    from loadgen.sim.process import SimProcess
+
+    class Source:
+        def __call__(self, seed):
+            while True:
+                yield GenRequest(workload="chat", prompt="Tell me about the sea.", max_tokens=30)
+
+    with SimProcess(mode="spec", time_scale=10) as sim:
+        spec = StageSpec(4, duration_s=1.5, warmup_s=0.5)
+        return run_stage_processes(Target("spec", sim.url, "sglang"), spec, Source(), RunOptions(), processes=1,
+                                   window_probe=ServerWatch(metrics_url, interval_s))
+
+
+def test_a_page_that_is_not_prometheus_is_a_stage_note(served):
+    served.body, served.content_type = '{"metrics": "no"}', "application/json"
+    res = _stage_with_metrics_from(served.url)
+    assert res.total.completed > 0 and res.server["available"] is False
+    assert any(n.startswith("server: ") and "not Prometheus text" in n for n in res.notes), res.notes
+
+
+def test_a_restart_mid_window_is_detected_not_subtracted(served):
+    page = ("# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total{model_name=\"m\"} %d\n"
+            "sglang:num_running_reqs{model_name=\"m\",tp_rank=\"0\"} 4\n")
+    served.pages = [page % 5000, page % 5100, page % 20] + [page % (30 + 10 * i) for i in range(200)]
+    res = _stage_with_metrics_from(served.url)
+    s = res.server
+    assert s["available"] and s["reset_detected"] and s["output_tokens"] is None
+    assert s["checks"]["tokens"]["verdict"] == "not comparable"
+    assert any("server: " in n and "backwards" in n for n in res.notes), res.notes
+    assert res.total.completed > 0  # the client's own figures stand
+
+
+def test_a_slow_page_times_out_into_a_note(served):
+    served.body = "sglang:num_running_reqs{tp_rank=\"0\"} 1\n"
+    served.delay_s = 6.0  # beyond the 5 s a scrape may take
+    res = _stage_with_metrics_from(served.url, interval_s=0)
+    assert res.server["available"] is False and "no answer in 5 s" in res.server["reason"]
+    assert res.total.completed > 0

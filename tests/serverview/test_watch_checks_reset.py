@@ -191,3 +191,18 @@ def test_an_unknown_engine_or_nothing_listening_is_an_error_line() -> None:
     assert "does not know" in reset_cache("http://127.0.0.1:9", "unknown")["error"]
     rec = reset_cache("http://127.0.0.1:9", "sglang")
     assert not rec["ok"] and "ConnectionRefusedError" in rec["error"] and "\n" not in rec["error"]
+
+
+def test_a_stop_while_the_opening_page_is_still_coming_starts_no_sampler(served) -> None:
+    import threading
+
+    served.body, served.delay_s = PAGE % (1, 0, 5), 0.3
+    w = ServerWatch(served.url, interval_s=0.05)
+    t = threading.Thread(target=w.open)
+    t.start()
+    time.sleep(0.1)
+    w.stop_sampling()  # the stage ended (cut) before its window closed
+    t.join()
+    served.delay_s = 0.0
+    time.sleep(0.3)
+    assert served.gets == 1 and w._thread is None
