@@ -8,8 +8,8 @@ offline — and ``out_dir/plots/WORKLOAD-throughput.png`` and
 ``WORKLOAD-latency.png`` for CI artifacts. docs/report.md says how to read it.
 
 This module assembles the page (:func:`build`: the header, the verdict, the flags card,
-one section per workload, the run card, in ``templates/page.html``) and writes it
-(:func:`render`). The pieces come from, in pipeline order: ``inputs`` (stages checked and
+one section per workload with what its servers ran (``serverview``), the run card, in
+``templates/page.html``) and writes it (:func:`render`). The pieces come from, in pipeline order: ``inputs`` (stages checked and
 pooled, the analysis read or made), ``words`` (verdicts as sentences), ``figures`` (the
 charts), ``htmltables`` (the tables), ``sections`` (one workload), ``cards`` (run-wide cards).
 """
@@ -22,6 +22,7 @@ from html import escape
 from pathlib import Path
 
 from loadgen import __version__
+from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.report.cards import facts_line, flags_card, run_card, wall_time
 from loadgen.report.charts import Chart
@@ -29,6 +30,7 @@ from loadgen.report.figures import write_pngs
 from loadgen.report.htmltables import chip
 from loadgen.report.inputs import analysis, slices, usable
 from loadgen.report.sections import workload_section
+from loadgen.report.serverview import server_html
 from loadgen.report.templates import read
 from loadgen.report.words import headline, sglang_hint, top_sentence
 from loadgen.run.results import load
@@ -48,11 +50,12 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
     run = doc.get("run", {})
     sl = slices(doc)
     wls = [w for w in res["workloads"] if w != "all"] + (["all"] if "all" in res["workloads"] else [])
-    sections = [workload_section(res, wl, sl.get(wl, {})) for wl in wls]
+    view = server_view(doc, res)
+    sections = [workload_section(res, wl, sl.get(wl, {}), server_html(view, wl)) for wl in wls]
     items = headline(res)
     lines = "<ul>" + "".join(f'<li>{chip(kind)} <b>{escape(wl)}</b>: {escape(text)}</li>'
                              for wl, text, kind in items) + "</ul>" if len(items) > 1 else ""
-    hint = sglang_hint(doc, res)
+    hint = sglang_hint(doc, res, view=view)
     top = escape(top_sentence(res))
     if len(items) == 1:
         top = f"{chip(items[0][2])} " + top

@@ -79,8 +79,9 @@ def _metric_tabs(res: dict, anchor: str, per_metric: dict, per_target: dict[str,
             if per_metric else '<p class="muted">no concurrency measured by both targets</p>')
 
 
-def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]]) -> Section:
-    """The section of workload ``wl`` ("all" for the stages of several workloads pooled)."""
+def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], server: str = "") -> Section:
+    """The section of workload ``wl`` ("all" for the stages of several workloads pooled); ``server``: its
+    "What the server ran" part (report/serverview.py), placed before the stage details."""
     per_metric = res["workloads"][wl]
     a = per_metric.get(PRIMARY, {}).get("analysis")
     anchor = "wl-" + slug(wl)
@@ -106,5 +107,5 @@ def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]]
         table=_metric_tabs(res, anchor, per_metric, per_target), recs=recs,
         ttft=figure(ttft, width=400, height=290), itl=figure(itl, width=400, height=290),
         acceptance=figure(acc, width=400, height=290), hdr=_hdr_tabs(res, anchor, per_target, a),
-        stages=stage_table(res, per_target))
+        server=server, stages=stage_table(res, per_target))
     return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, [thr, dlt, ttft, itl, acc])

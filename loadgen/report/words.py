@@ -3,7 +3,8 @@
 In: ``crossover.json``'s dict (``res``) and, for the SGLang hint, the run document.
 Out: one-word kinds (:func:`kind_of`, :data:`KIND_CHIP` names their chips), the short
 per-workload sentences (:func:`headline`), the page's one-line answer (:func:`top_sentence`),
-a stage's winner (:func:`winner_word`), the SGLang running-batch hint (:func:`sglang_hint`),
+a stage's winner (:func:`winner_word`), the adaptive threshold in measured running-batch terms
+(:func:`sglang_hint`, any engine; :func:`threshold_sentence` per workload),
 and the small text helpers the HTML pieces share (:func:`fmt_c`, :func:`slug`, …).
 Plain text only: escaping is left to whoever puts it in HTML.
 """
@@ -129,46 +130,97 @@ def winner_word(c: dict) -> str:
     return "inconclusive" if c.get("wide") else "tie"
 
 
-def _policy(xs: list[dict]) -> str:
-    """Crossovers (in C order) as an on/off rule in running-batch terms."""
-    on = xs[0]["direction"] == "spec_to_baseline"
+ENGINE_WORDS = {"sglang": ("SGLang", "max_running_requests"), "vllm": ("vLLM", "max_num_seqs"),
+                "llama.cpp": ("llama.cpp", "slots")}
+"""engine → (its name, its cap on running requests as its users set it)."""
+
+
+def fmt_batch(b) -> str:
+    """A running batch (analysis.serverview.BatchAt) as the threshold writes it; "?" where not measured."""
+    return "?" if b.running is None else fmt_c(b.running)
+
+
+def _batch_policy(ths: list) -> str:
+    """Thresholds (in C order) as an on/off rule on the measured running batch (bounds "?" where not measured)."""
+    on = ths[0].direction == "spec_to_baseline"
     parts = []
-    for i, x in enumerate(xs):
-        v = f"≈{fmt_c(x['estimate'])} ({fmt_c(x['ci_low'])}–{fmt_c(x['ci_high'])})"
+    for i, t in enumerate(ths):
+        v = f"≈{fmt_batch(t.estimate)} ({fmt_batch(t.low)}–{fmt_batch(t.high)})"
         parts.append(f"{'on' if on else 'off'} below a running batch of {v}" if i == 0
                      else f"{'on' if on else 'off'} from there to {v}")
         on = not on
     return "speculation " + ", ".join(parts) + f", {'on' if on else 'off'} above it"
 
 
-def sglang_hint(doc: dict, res: dict, metric: str = PRIMARY) -> str | None:
-    """For an SGLang speculative server: the throughput crossover(s) in running-batch terms."""
-    server = servers(doc).get(res["spec"])
-    if not server or server.get("engine") != "sglang":
+def _measured_at(ths: list, rows: list) -> str:
+    """The stages the mapping rests on and their mean running batch: "C=4: 4, C=16: 15.8"."""
+    by_c = {r.concurrency: r for r in rows if r.running_measured}
+    cs = sorted({c for t in ths for b in (t.estimate, t.low, t.high) for c in (b.below, b.above) if c in by_c})
+    return ", ".join(f"C={c}: {by_c[c].running_mean:.3g}" for c in cs)
+
+
+def threshold_sentence(wl: str, ths: list, rows: list) -> tuple[str, list[str]]:
+    """One workload's crossovers in measured running-batch terms: (the rule, what it rests on or lacks).
+
+    ``ths``: its analysis.serverview.Threshold list; ``rows``: the speculative target's StageServer rows.
+    The rule is "" when no crossover has a running batch to state it in. A crossover where the server ran
+    at its cap (measured) is left out of the rule: there the batch no longer follows C, requests queue.
+    """
+    cross = ", ".join(f"C≈{fmt_c(t.estimate.c)} ({fmt_c(t.low.c)}–{fmt_c(t.high.c)})" for t in ths)
+    capped = [t for t in ths if t.estimate.at_cap]
+    batch = [t for t in ths if t.estimate.running is not None and not t.estimate.at_cap]
+    extra = []
+    if all(t.estimate.running is None for t in ths):
+        extra.append(f"{wl}: crossover at {cross}; its running batch is {ths[0].estimate.why}")
+    else:
+        extra.append(f"{wl}: crossover at {cross}; mean running batch at {_measured_at(ths, rows)}")
+    for t in batch:
+        for what, b in (("interval's lower end", t.low), ("interval's upper end", t.high)):
+            if b.running is None:
+                extra.append(f"the {what} (C≈{fmt_c(b.c)}) has no running batch: {b.why}")
+        if t.high.at_cap:
+            extra.append(f"the interval's upper end (C≈{fmt_c(t.high.c)}) falls where the server ran at its cap of "
+                         f"{t.high.cap} requests (measured)")
+    for t in capped:
+        extra.append(f"at C≈{fmt_c(t.estimate.c)} the server ran at its cap of {t.estimate.cap} requests "
+                     "(measured) and further requests queued, so that crossover is not a batch-size threshold")
+    return (f"{wl}: {_batch_policy(batch)}" if batch else ""), extra
+
+
+def sglang_hint(doc: dict, res: dict, metric: str = PRIMARY, view=None) -> str | None:
+    """The throughput crossover(s) as an adaptive-speculation threshold in the running batch the speculative
+    server measured (its /metrics), for any engine; None without a crossover. Where the running batch was not
+    measured it says so: it never assumes the batch is C. ``view``: the run's ServerView, when made already."""
+    from loadgen.analysis.serverview import server_view
+
+    if view is None or metric != PRIMARY:
+        view = server_view(doc, res, metric)
+    if not view.thresholds:
         return None
-    mrr = max_running(server)
-    if mrr is None:
-        return None
-    inside, beyond = [], []
-    for wl, per in res["workloads"].items():
-        if metric not in per:
-            continue
-        xs = sorted(per[metric]["analysis"]["crossovers"], key=lambda x: x["estimate"])
-        if not xs:
-            continue
-        if all(x["ci_high"] <= mrr for x in xs):
-            inside.append(f"{wl}: {_policy(xs)}")
+    spec = res["spec"]
+    server = servers(doc).get(spec) or {}
+    engine = view.engine.get(spec) or server.get("engine") or ""
+    name, cap_word = ENGINE_WORDS.get(engine, (engine or "the speculative server", "its cap on running requests"))
+    rows_of = lambda wl: view.rows.get(wl, {}).get(spec, [])  # noqa: E731
+    cap = next((r.cap for wl in view.thresholds for r in rows_of(wl) if r.cap), None) or max_running(server)
+    rules, rests, unmeasured = [], [], []
+    for wl, ths in view.thresholds.items():
+        rule, extra = threshold_sentence(wl, ths, rows_of(wl))
+        if rule:
+            rules.append(rule)
+            rests.extend(extra)
         else:
-            beyond.append(f"{', '.join('C≈' + fmt_c(x['estimate']) for x in xs if x['ci_high'] > mrr)} ({wl})")
-    if not inside and not beyond:
-        return None
+            unmeasured.extend(extra)
     parts = []
-    if inside:
-        parts.append(f"For SGLang: at concurrency ≤ max_running_requests ({mrr}) the running batch is ≈ C, so as an "
-                     f"adaptive threshold in batch-size terms — {'; '.join(inside)}.")
-    if beyond:
-        parts.append(f"The crossover at {', '.join(beyond)} lies beyond max_running_requests ({mrr}): there the "
-                     "running batch stays at that cap and further requests queue, so it is not a batch-size threshold.")
+    if rules:
+        parts.append(f"For {name}: as an adaptive threshold in the running batch {spec}'s server measured (mean "
+                     f"running requests over each window, linear in C between stages) — {'; '.join(rules)}.")
+        parts.append("Measured: " + "; ".join(rests) + ".")
+    if unmeasured:
+        parts.append(f"For {name}: no adaptive threshold in batch-size terms — {'; '.join(unmeasured)}, "
+                     "so the crossover stays in concurrency terms."
+                     + (f" (The server caps running requests at {cap_word} ({cap}); what it ran below that cap "
+                        "was not measured.)" if cap else ""))
     if (server.get("server_info") or {}).get("speculative_adaptive"):
         parts.append("(The speculative server already ran with speculative_adaptive on.)")
     return " ".join(parts)

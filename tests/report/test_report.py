@@ -109,17 +109,18 @@ def test_no_crossover_no_hint_and_no_marks(tmp_path):
     assert "Speculation wins at every measured concurrency" in text
 
 
-def test_sglang_hint_needs_sglang_and_max_running_requests(synth_dir):
+def test_hint_without_a_measured_running_batch_stays_in_concurrency_terms(synth_dir):
+    """The synthetic stages have no server block: the hint must not assume the running batch is C (issue 14)."""
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
     res = orjson.loads((synth_dir / "crossover.json").read_bytes())
-    assert "adaptive threshold in batch-size terms — chat: speculation on below a running batch of ≈2" in sglang_hint(doc, res)
-    doc["run"]["servers"]["spec"]["server_info"]["max_running_requests"] = 16
     hint = sglang_hint(doc, res)
-    assert "beyond max_running_requests (16)" in hint and "not a batch-size threshold" in hint
+    assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms — chat: crossover at C≈")
+    assert "its running batch is not measured" in hint and "max_running_requests (48)" in hint
+    assert "≈ C" not in hint and "below a running batch of" not in hint
     doc["run"]["servers"]["spec"]["engine"] = "vllm"
-    assert sglang_hint(doc, res) is None
+    assert sglang_hint(doc, res).startswith("For vLLM: no adaptive threshold")  # every engine, not only SGLang
     doc["run"]["servers"]["spec"] = {"engine": "sglang", "server_info": {}}
-    assert sglang_hint(doc, res) is None
+    assert "caps running requests" not in sglang_hint(doc, res)  # no cap known: none named
 
 
 def test_repeated_stages_pool(tmp_path):
@@ -192,17 +193,6 @@ def test_render_without_matplotlib_still_writes_html(synth_dir, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_mpl)
     assert render(synth_dir).exists()
     assert not list((synth_dir / "plots").glob("*.png")) if (synth_dir / "plots").exists() else True
-
-
-def test_two_crossovers_become_an_on_off_batch_rule():
-    def x(est, lo, hi, direction):
-        return {"estimate": est, "ci_low": lo, "ci_high": hi, "direction": direction}
-
-    a = {"crossovers": [x(43.0, 31.0, 56.0, "baseline_to_spec"), x(23.0, 20.0, 29.0, "spec_to_baseline")]}
-    res = {"baseline": "baseline", "spec": "spec", "workloads": {"chat": {"output_tokens_per_s": {"analysis": a}}}}
-    doc = {"run": {"servers": {"spec": {"engine": "sglang", "server_info": {"max_running_requests": 128}}}}}
-    assert ("chat: speculation on below a running batch of ≈23 (20–29), off from there to ≈43 (31–56), "
-            "on above it.") in sglang_hint(doc, res)
 
 
 def test_marker_labels_do_not_collide():

@@ -1,0 +1,157 @@
+"""The report's "What the server ran": per-stage server tables, acceptance per position, the measured threshold.
+
+One real ``loadgen crossover`` run on the embedded simulators (vLLM's /metrics names, so acceptance per
+position is there; the speculative profile caps running requests at 48, so C=64 runs capped), rendered
+as the user gets it; hand-made server blocks (tests/analysis/test_serverview.py's) for the cases a
+simulator does not produce.
+"""
+
+import copy
+import html
+import re
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from loadgen.analysis.serverview import server_view
+from loadgen.report.html import render
+from loadgen.report.serverview import server_html
+from loadgen.report.words import fmt_c, sglang_hint
+from tests.analysis.test_serverview import block, doc_of, res_with, stage
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """A crossover run on the simulators (~60 s on the 2-core machine): run.json, crossover.json, report.html."""
+    out = tmp_path_factory.mktemp("sv") / "x"
+    p = subprocess.run([sys.executable, "-m", "loadgen", "crossover", "--ladder", "1,4,16,64", "--duration", "2",
+                        "--warmup", "0.5", "--sim-metrics-flavour", "vllm", "--out", str(out)],
+                       capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = orjson.loads((out / "run.json").read_bytes())
+    res = orjson.loads((out / "crossover.json").read_bytes())
+    return out, doc, res, (out / "report.html").read_text(encoding="utf-8")
+
+
+def _text(fragment: str) -> str:
+    """An HTML fragment's rows as "a | b | c" lines, its other text as it reads."""
+    s = re.sub(r"<tr[^>]*>", "\n", fragment)
+    s = re.sub(r"<(td|th)\b[^>]*>", " | ", s)
+    s = re.sub(r"<(caption|p)[^>]*>", "\n", s)
+    return html.unescape(re.sub(r"<[^>]+>", "", s))
+
+
+def _spec_stages(doc):
+    return {s["concurrency"]: s["server"] for s in doc["stages"] if s["target"] == "spec"}
+
+
+def test_live_tables_are_the_stages_server_blocks(live):
+    out, doc, res, page = live
+    assert page.count("<h3>What the server ran</h3>") == 1
+    text = _text(page[page.index("What the server ran"):page.index("Every stage figure")])
+    for c, b in _spec_stages(doc).items():
+        g, t = b["gauges"]["running"], b["checks"]["tokens"]
+        vs = "capped (48)" if c == 64 else "runs C"
+        assert b["checks"]["running"]["verdict"] == ("capped" if c == 64 else "runs C")
+        row = (f" | {c} | {g['p50']:.3g} | {g['mean']:.3g} | {g['max']:.3g} | {vs} | "
+               f"{b['gauges']['queued']['mean']:.3g} | {b['gauges']['kv_usage']['mean'] * 100:.3g} % | {t['client']:.0f} | {t['server']:.0f} | "
+               f"{t['diff_pct']:+.2f} % | {t['verdict']}")
+        assert row in text, (row, text)
+        app = b["acceptance_per_position"]
+        assert len(app) == 2 and app[0] >= app[1] > 0  # EAGLE3 num_steps=2 on the simulator
+        acc = (f" | {c} | {b['mean_accept_length']:.3f} | {b['accept_rate'] * 100:.3g} % | "
+               + " | ".join(f"{x * 100:.3g} %" for x in app))
+        assert acc in text, (acc, text)
+    assert " | C | accept length | accept rate | position 1 | position 2" in text
+    assert "busy slots" not in text  # a llama.cpp figure: no column for vLLM's names
+
+
+def test_live_threshold_is_the_crossover_through_the_measured_batch(live):
+    out, doc, res, page = live
+    xs = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["crossovers"]
+    assert len(xs) == 1 and xs[0]["direction"] == "baseline_to_spec", xs  # the simulator's own is at C≈11.9
+    spec = _spec_stages(doc)
+    pts = sorted((c, b["gauges"]["running"]["mean"]) for c, b in spec.items())
+
+    def interp(c):  # linear in C between the measured stages, by hand
+        for (c0, r0), (c1, r1) in zip(pts, pts[1:]):
+            if c0 <= c <= c1:
+                return r0 + (c - c0) / (c1 - c0) * (r1 - r0)
+        return None
+
+    x = xs[0]
+    want = [interp(x[k]) for k in ("estimate", "ci_low", "ci_high")]
+    assert all(w is not None for w in want)
+    rule = (f"chat: speculation off below a running batch of ≈{fmt_c(want[0])} ({fmt_c(want[1])}–{fmt_c(want[2])}), "
+            "on above it")
+    hint = sglang_hint(doc, res)
+    print("\nthreshold sentence:", hint)
+    assert hint.startswith("For vLLM: as an adaptive threshold in the running batch spec's server measured")
+    assert rule in hint and "≈ C" not in hint
+    assert html.escape(hint) in page  # the page's top hint
+    assert html.escape(f"Adaptive threshold on spec's measured running batch: {rule.partition(': ')[2]}.") in page
+    assert "the running batch is ≈ C" not in page
+
+
+def test_live_without_metrics_on_the_spec_server_says_so_once_and_invents_nothing(live, tmp_path):
+    out, doc, res, _ = copy.deepcopy(live)
+    reason = "http://127.0.0.1:9/metrics: connection refused"
+    for s in doc["stages"]:
+        if s["target"] == "spec":
+            s["server"] = {"available": False, "reason": reason, "url": "http://127.0.0.1:9/metrics"}
+    page = render(tmp_path, doc=doc, res=res, png=False).read_text(encoding="utf-8")
+    part = _text(page[page.index("What the server ran"):page.index("Every stage figure")])
+    assert part.count(f"spec: no server figures — {reason}") == 1
+    assert "\nspec\n" not in part and "acceptance from its counters" not in part  # no table, no figure
+    assert "\nbaseline\n" in part  # the baseline's server still had its figures
+    hint = sglang_hint(doc, res)
+    assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms — chat: crossover at C≈")
+    assert f"its running batch is not measured: {reason}" in hint and "below a running batch" not in hint
+
+
+def test_live_interval_beyond_the_measured_stages_is_not_extrapolated(live):
+    out, doc, res, _ = copy.deepcopy(live)
+    x = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["crossovers"][0]
+    x["ci_high"] = 200.0
+    hint = sglang_hint(doc, res)
+    assert re.search(r"below a running batch of ≈[\d.]+ \([\d.]+–\?\)", hint), hint
+    assert "the interval's upper end (C≈200) has no running batch: not measured: C=200 lies outside the stages " \
+           "with a running batch (C=1–64)" in hint
+
+
+def test_two_crossovers_become_an_on_off_rule_on_the_measured_batch():
+    doc = doc_of(*(stage("spec", c, block(c, r)) for c, r in ((10, 10.0), (20, 18.0), (40, 30.0), (80, 60.0))))
+    res = res_with((43.0, 31.0, 56.0, "baseline_to_spec"), (23.0, 20.0, 29.0, "spec_to_baseline"))
+    hint = sglang_hint(doc, res)
+    # 23 → 18 + 3/20·12 = 19.8; 20 → 18; 29 → 18 + 9/20·12 = 23.4
+    # 43 → 30 + 3/40·30 = 32.25; 31 → 24.6; 56 → 42
+    assert ("chat: speculation on below a running batch of ≈20 (18–23), off from there to ≈32 (25–42), "
+            "on above it.") in hint
+    assert "mean running batch at C=20: 18, C=40: 30, C=80: 60" in hint
+
+
+def test_a_server_below_c_and_one_at_its_cap():
+    below = doc_of(stage("spec", 8, block(8, 7.8)), stage("spec", 32, block(32, 9.5, queued=22, verdict="below C")))
+    hint = sglang_hint(below, res_with((32.0, 8.0, 32.0, "spec_to_baseline")))
+    assert "speculation on below a running batch of ≈9.5 (7.8–9.5), off above it" in hint  # not ≈32
+    capped = doc_of(stage("spec", 16, block(16, 16.0)),
+                    *(stage("spec", c, block(c, 48.0, queued=c - 48, verdict="capped", cap=48)) for c in (64, 128)))
+    hint = sglang_hint(capped, res_with((90.0, 70.0, 120.0, "baseline_to_spec")))
+    assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms")
+    assert "at C≈90 the server ran at its cap of 48 requests (measured) and further requests queued, so that " \
+           "crossover is not a batch-size threshold" in hint
+    view = server_view(capped, res_with((90.0, 70.0, 120.0, "baseline_to_spec")))
+    text = _text(server_html(view, "chat"))
+    assert " | 64 | 48 | 48 | 48 | capped (48) | 16 | " in text and "No adaptive threshold in batch-size terms." in text
+
+
+def test_llamacpp_busy_slots_column_and_a_stage_without_figures():
+    off = {"available": False, "reason": "not scraped at the window close"}
+    doc = doc_of(stage("spec", 4, block(4, 3.0, engine="llama.cpp", mean_busy_per_step=2.75)), stage("spec", 8, off))
+    view = server_view(doc, res_with())
+    text = _text(server_html(view, "chat"))
+    assert "busy slots / decode step" in text and " | 4 | 3 | 3 | 3 | runs C | 0 | 2.75 | 25 % | " in text
+    assert " | 8 | no server figures: not scraped at the window close" in text
+    assert sglang_hint(doc, res_with()) is None  # no crossover, no threshold
