@@ -158,12 +158,16 @@ class Lifecycle:
             if state.server is not None and span is not None:
                 # what a counter that moves at request end (SGLang, llama.cpp) should have added
                 # between its two scrapes, by the client's own count: the like-for-like check
-                ended = Ended()
-                for e, k, verify, accepted, proposed in self.ended:
-                    if span[0] < e <= span[1]:
-                        ended.add(k, verify, accepted, proposed)
+                edges = getattr(probe, "edges_ns", None)
+                ended = self._ended_between(*span)
+                narrow = wide = None
+                if edges is not None:
+                    # ended for sure after the opening read and before the closing one, and possibly
+                    narrow = self._ended_between(edges[0][1], edges[1][0])
+                    wide = self._ended_between(edges[0][0], edges[1][1])
                 view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))), ended,
-                                  self.tokens_open, tokens_close, getattr(probe, "max_running", None))
+                                  self.tokens_open, tokens_close, getattr(probe, "max_running", None),
+                                  ended_narrow=narrow, ended_wide=wide)
                 add_checks(state.server, view)
         try:
             await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)
@@ -172,6 +176,13 @@ class Lifecycle:
                 state.cut = Cut("cool-down", (_now() - self.t0) / 1e9, "max-cooldown")
             else:
                 self.cooldown_overran = True
+
+    def _ended_between(self, lo: int, hi: int) -> Ended:
+        out = Ended()
+        for e, k, verify, accepted, proposed in self.ended:
+            if lo < e <= hi:
+                out.add(k, verify, accepted, proposed)
+        return out
 
     async def _find_window_start(self, tokens, ready, opened, open_at) -> int:
         spec, state, t0 = self.spec, self.state, self.t0

@@ -51,6 +51,9 @@ class ServerWatch:
         self.headers = dict(headers or {})
         self.span_ns: tuple[int, int] | None = None
         """(open, close) scrape midpoints on loadgen's clock, once ``close`` returned."""
+        self.edges_ns: tuple[tuple[int, int], tuple[int, int]] | None = None
+        """Each edge scrape's (sent, answered) on loadgen's clock: the server read its counters somewhere
+        in between (llama.cpp answered 300 ms late at C=256 on the H200)."""
         self._before: Snapshot | None = None
         self._samples: list[Snapshot] = []
         self._failed: list[str] = []
@@ -112,6 +115,8 @@ class ServerWatch:
         after = self.scrape()
         if self._before is not None:
             self.span_ns = (self._before.t_ns, after.t_ns)
+            self.edges_ns = tuple((x.t_ns - x.rtt_ns // 2, x.t_ns + x.rtt_ns - x.rtt_ns // 2)
+                                  for x in (self._before, after))
         return window_summary(self._before, after, self._samples, self._failed, self.interval_s)
 
     # --- the runner's WindowProbe face (loadgen.run.spec) ----------------------------------------

@@ -73,6 +73,20 @@ def test_from_reproduces_the_analysis(xo: dict, tmp_path: Path) -> None:
     assert json.loads((again / "crossover.json").read_text()) == xo["res"]
 
 
+def test_every_stage_has_its_servers_view(xo: dict) -> None:
+    """Each stage's server block against the server it ran on: tokens of the requests that ended between
+    the scrapes equal the counter, and on the speculative server the drafts equal the requests' timings."""
+    for st in xo["doc"]["stages"]:
+        sv = st["server"]
+        assert sv["available"] and sv["engine"] == "llama.cpp", sv
+        assert sv["checks"]["tokens"]["verdict"] == "agree", sv["checks"]["tokens"]
+        want = "equal" if st["target"] == "spec" else "not comparable"
+        assert sv["checks"]["acceptance"]["verdict"] == want, sv["checks"]["acceptance"]
+        assert sv["checks"]["running"]["cap"] == 4 and sv["gauges"]["running"]["max"] <= 4
+    html = (xo["out"] / "report.html").read_text()
+    assert "What the server ran" in html
+
+
 def test_token_counts_and_itl_against_each_server(xo: dict) -> None:
     for target in ("baseline", "spec"):
         stages = _stages(xo, target)

@@ -206,3 +206,22 @@ def test_a_stop_while_the_opening_page_is_still_coming_starts_no_sampler(served)
     served.delay_s = 0.0
     time.sleep(0.3)
     assert served.gets == 1 and w._thread is None
+
+
+def test_requests_that_ended_while_a_slow_scrape_was_in_flight_are_a_range_not_a_disagreement() -> None:
+    # H200, llama.cpp at C=256: the closing scrape took 300 ms; by the midpoints the client had 4962 of the
+    # server's 5148 tokens (-3.6 %); the requests that ended while it was in flight make up the difference
+    mid, narrow, wide = Ended(), Ended(), Ended()
+    for e in (mid, narrow, wide):
+        e.add(4962, None, 100, 120)
+    narrow.output_tokens -= 40
+    wide.add(200, None, 5, 6)
+    view = ClientView(256, 1, mid, ended_narrow=narrow, ended_wide=wide)
+    c = add_checks(_llama_block(5148, 40, 123, 103, (256, 256)), view)["checks"]
+    assert c["tokens"]["verdict"] == "agree" and c["tokens"]["client_range"] == [4922, 5162]
+    assert "-3.61 %" in c["tokens"]["why"]
+    assert c["acceptance"]["verdict"] == "equal"
+    # beyond what any scrape instant allows, it still disagrees
+    c = add_checks(_llama_block(5400, 40, 123, 103, (256, 256)), ClientView(256, 1, mid, ended_narrow=narrow,
+                                                                         ended_wide=wide))["checks"]
+    assert c["tokens"]["verdict"] == "disagree"
