@@ -13,6 +13,7 @@ client's event loop, whose receive stamps they must not delay.
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,16 @@ class Snapshot:
     error: str = ""
     engine: str = "unknown"
     series: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
+    raw: bytes | None = None
+    """Fetched, not parsed yet (``fetch(keep=...)``): :meth:`finish` parses it."""
+
+    def finish(self) -> "Snapshot":
+        """Parse a page fetched with ``keep`` (a no-op on a parsed or failed one)."""
+        if self.raw is None or self.error:
+            return self
+        done = parse(self.raw.decode("utf-8", "replace") + "\n", self.url, self.t_ns)
+        done.rtt_ns = self.rtt_ns
+        return done
 
     # --- reading quantities ---------------------------------------------------------------------
     def _rows(self, name: str, where) -> list[tuple[Labels, float]] | None:
@@ -146,9 +157,19 @@ def parse(text: str, url: str = "", t_ns: int = 0, only: set[str] | None = None)
     return snap
 
 
+def line_filter(names: set[str]) -> "re.Pattern[bytes]":
+    """The sample lines of these names (any labels), for :func:`fetch`'s ``keep``: matched in C, so a
+    sample between a window's edges holds the client's interpreter for the HTTP exchange alone."""
+    alts = b"|".join(re.escape(n.encode()) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rb"^(?:" + alts + rb")[{ ][^\n]*", re.M)
+
+
 def fetch(base_url: str, timeout_s: float = 5.0, only: set[str] | None = None,
-          headers: dict | None = None) -> Snapshot:
-    """GET ``base_url/metrics`` once, blocking; never raises for what the server does."""
+          headers: dict | None = None, keep: "re.Pattern[bytes] | None" = None) -> Snapshot:
+    """GET ``base_url/metrics`` once, blocking; never raises for what the server does.
+
+    ``keep`` (a :func:`line_filter`): keep only those lines, unparsed, in ``raw``; :meth:`Snapshot.finish`
+    parses them later (the samples between the edges are parsed once the window has closed)."""
     url = base_url.rstrip("/") + "/metrics"
     parts = urlsplit(url)
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -178,6 +199,8 @@ def fetch(base_url: str, timeout_s: float = 5.0, only: set[str] | None = None,
         return failed(f"page larger than {MAX_BYTES >> 20} MiB: not read")
     if "json" in ctype or "html" in ctype:
         return failed(f"not Prometheus text (Content-Type {ctype})")
+    if keep is not None:
+        return Snapshot(url=url, t_ns=(t0 + t1) // 2, rtt_ns=t1 - t0, raw=b"\n".join(keep.findall(body)))
     snap = parse(body.decode("utf-8", "replace"), url, (t0 + t1) // 2, only)
     snap.rtt_ns = t1 - t0
     return snap
