@@ -202,8 +202,8 @@ class Settings:
         toml="run.server_metrics_interval", attr="server_metrics_interval", check="number", check_kw={"positive": False},
         section="stages")
     reset_cache: bool | None = knob(
-        "--reset-cache", "empty the server's prefix cache before each stage (SGLang /flush_cache, vLLM "
-        "/reset_prefix_cache, llama.cpp slot erase)", action="store_true", default=False, fronts=FRONTS,
+        "--reset-cache", "empty the server's prefix cache before each stage (SGLang /flush_cache; vLLM "
+        "/reset_prefix_cache, served with VLLM_SERVER_DEV_MODE=1; llama.cpp slot erase, needs --slot-save-path)", action="store_true", default=False, fronts=FRONTS,
         toml="run.reset_cache", attr="reset_cache", check="boolean", section="stages")
     keep_parts: bool | None = knob(
         "--keep-parts", "also write each process's own stage results (OUT/parts/)", fronts=("locust",),
