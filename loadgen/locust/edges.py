@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loadgen.record import RequestRecord
-from loadgen.serverview.checks import Ended
+from loadgen.serverview.checks import Ended, ended_between
 
 EDGE_NS = int(2e9)
 """Half-width of the band kept around each edge: the open scrape starts 0.2 s before ``ws`` and takes
@@ -137,20 +137,10 @@ def combine(parts: list[dict], host: str, span: tuple[int, int],
         if lg.until and close_at[1] >= lg.until:
             return Sides(why="a load process stopped its users before the master's closing scrape ended")
     ended = Ended()
-    t_open, t_close = span
     for lg in logs:
-        for e, k, verify, accepted, proposed in lg.ended:
-            if t_open < e <= t_close:
-                ended.add(k, verify, accepted, proposed)
+        ended.merge(ended_between(lg.ended, *span))
         if len(lg.bands()) == 2:  # the middle lies wholly between the scrapes (checked above)
-            m = lg.ended_mid
-            ended.requests += m.requests
-            ended.output_tokens += m.output_tokens
-            ended.verify_calls += m.verify_calls
-            ended.with_verify += m.with_verify
-            ended.accepted_drafts += m.accepted_drafts
-            ended.proposed_drafts += m.proposed_drafts
-            ended.with_drafts += m.with_drafts
+            ended.merge(lg.ended_mid)
 
     def bracket(at: tuple[int, int]) -> tuple[int, int]:
         return (sum(_tokens_before(lg, at[0], False) for lg in logs),

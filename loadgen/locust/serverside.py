@@ -19,10 +19,10 @@ import http.client
 import json
 import time
 from typing import Callable
-from urllib.parse import urlsplit
 
 from loadgen.run.ramp import cache_reset
 from loadgen.run.window import OPEN_SCRAPE_LEAD_NS
+from loadgen.serverview import wire
 from loadgen.serverview.checks import ClientView, add_checks
 from loadgen.serverview.watch import ServerWatch, running_cap
 from loadgen.stage.result import StageResult
@@ -36,18 +36,11 @@ WINDOW_WAIT_S = 60.0
 
 
 def _get_json(base_url: str, path: str, headers: dict, timeout_s: float = 3.0):
-    parts = urlsplit(base_url)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
     try:
-        conn.request("GET", parts.path.rstrip("/") + path, headers=headers)
-        r = conn.getresponse()
-        body = r.read(1 << 20)
-        return json.loads(body) if r.status == 200 else None
+        status, _, body = wire.call(base_url, "GET", path, timeout_s=timeout_s, headers=headers)
+        return json.loads(body) if status == 200 else None
     except (OSError, http.client.HTTPException, ValueError):
         return None
-    finally:
-        conn.close()
 
 
 def probe_info(url: str, headers: dict | None = None) -> dict:
@@ -147,14 +140,7 @@ def with_checks(block: dict, concurrency: int, cap: int | None, sides, why: str 
     figure against the stage's C) is still checked."""
     if sides is not None:
         return add_checks(block, ClientView(concurrency, 1, sides.ended, sides.tokens_open, sides.tokens_close, cap))
-    # no client counts: processes > 1 makes add_checks leave tokens "not comparable" (no note); the why is ours
-    add_checks(block, ClientView(concurrency, 2, max_running=cap))
-    checks = block.get("checks")
-    if checks is not None:
-        checks["tokens"] = {"verdict": "not comparable", "server": block.get("output_tokens"), "why": why}
-        checks["acceptance"] = {"verdict": "not comparable", "why": why}
-        block["client_ended_between_scrapes"] = None
-    return block
+    return add_checks(block, ClientView(concurrency, 1, max_running=cap, not_comparable=why))
 
 
 def reset_before(plan: StagePlan, probed: dict | None) -> dict:

@@ -30,7 +30,7 @@ from typing import Callable
 from loadgen.client.target import Target
 from loadgen.record import RequestRecord
 from loadgen.run.spec import Cut, StageSpec, WindowProbe
-from loadgen.serverview.checks import ClientView, Ended, add_checks
+from loadgen.serverview.checks import ClientView, add_checks, ended_between
 from loadgen.run.window import (ENDED_KEEP_NS, FAR, OPEN_AHEAD_NS, OPEN_SCRAPE_LEAD_NS, RecordFolder, StageState,
                                 Steadiness)
 from loadgen.stage.result import ClientHealth, Slo, StageAccumulator, StageResult
@@ -68,8 +68,9 @@ class Lifecycle:
         self.cpu = CpuMeter()
         self.acc: StageAccumulator | None = None
         self.folder = RecordFolder(None)
-        self.ended: list[tuple[int, int]] = []
-        """(end, output tokens) of every completed request, to set beside the server's counters."""
+        self.ended: list[tuple] = []
+        """(end ns, output tokens, verify_ct, accepted, proposed drafts) of every completed request near the
+        window's scrapes, to set beside the server's counters (loadgen.serverview.checks.ended_between)."""
         self.cooldown_overran = False
         self.tokens_open: tuple[int, int] | None = None
         if spec.max_warmup_s is None:
@@ -158,15 +159,14 @@ class Lifecycle:
             if state.server is not None and span is not None:
                 # what a counter that moves at request end (SGLang, llama.cpp) should have added
                 # between its two scrapes, by the client's own count: the like-for-like check
-                edges = getattr(probe, "edges_ns", None)
-                ended = self._ended_between(*span)
+                edges = probe.edges_ns
                 narrow = wide = None
                 if edges is not None:
                     # ended for sure after the opening read and before the closing one, and possibly
-                    narrow = self._ended_between(edges[0][1], edges[1][0])
-                    wide = self._ended_between(edges[0][0], edges[1][1])
-                view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))), ended,
-                                  self.tokens_open, tokens_close, getattr(probe, "max_running", None),
+                    narrow = ended_between(self.ended, edges[0][1], edges[1][0])
+                    wide = ended_between(self.ended, edges[0][0], edges[1][1])
+                view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))),
+                                  ended_between(self.ended, *span), self.tokens_open, tokens_close, probe.max_running,
                                   ended_narrow=narrow, ended_wide=wide)
                 add_checks(state.server, view)
         try:
@@ -176,13 +176,6 @@ class Lifecycle:
                 state.cut = Cut("cool-down", (_now() - self.t0) / 1e9, "max-cooldown")
             else:
                 self.cooldown_overran = True
-
-    def _ended_between(self, lo: int, hi: int) -> Ended:
-        out = Ended()
-        for e, k, verify, accepted, proposed in self.ended:
-            if lo < e <= hi:
-                out.add(k, verify, accepted, proposed)
-        return out
 
     async def _find_window_start(self, tokens, ready, opened, open_at) -> int:
         spec, state, t0 = self.spec, self.state, self.t0

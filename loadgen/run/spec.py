@@ -113,6 +113,8 @@ class WindowProbe:
     async def at_open(self) -> None:  # pragma: no cover - interface
         pass
 
+    edges_ns: tuple[tuple[int, int], tuple[int, int]] | None = None
+    """Each edge look's (start, end) on loadgen's clock, when it took time (a scrape); None: instants."""
     max_running: int | None = None
     """The server's running cap when its probe found one (SGLang max_running_requests, llama.cpp slots)."""
 

@@ -13,7 +13,7 @@ before and after each scrape: the uncertainty is what arrived while it ran).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 TOKENS_AGREE_PCT = 1.0
 """Issue 14's bar: client and server token counts within 1 %."""
@@ -45,6 +45,19 @@ class Ended:
             self.proposed_drafts += proposed
             self.with_drafts += 1
 
+    def merge(self, other: "Ended") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+def ended_between(rows, lo: int, hi: int) -> Ended:
+    """The requests of ``rows`` — (end ns, output tokens, verify_ct, accepted, proposed) — that ended in (lo, hi]."""
+    out = Ended()
+    for e, k, verify, accepted, proposed in rows:
+        if lo < e <= hi:
+            out.add(k, verify, accepted, proposed)
+    return out
+
 
 @dataclass
 class ClientView:
@@ -63,6 +76,9 @@ class ClientView:
     scrape; at C=256 on the H200 llama.cpp answered 300 ms late, and the midpoints alone put 105 of
     the requests' 5148 tokens (3.6 %) on the wrong side."""
     ended_wide: Ended | None = None
+    not_comparable: str | None = None
+    """Why the client's counts cannot be set against these scrapes at all (the Locust master's: a worker on
+    another host...): the token and drafts checks then say "not comparable" with it."""
 
     def ended_range(self, attr: str) -> tuple[float, float]:
         """(low, high) of one sum over the requests the server can have counted (the midpoint count when
@@ -89,6 +105,8 @@ def tokens_check(block: dict, view: ClientView) -> dict:
     server = block.get("output_tokens")
     if server is None:
         return {"verdict": "not comparable", "why": "the server has no generated-token counter (or it reset)"}
+    if view.not_comparable:
+        return {"verdict": "not comparable", "server": server, "why": view.not_comparable}
     if view.processes > 1:
         return {"verdict": "not comparable", "server": server,
                 "why": f"the stage ran in {view.processes} processes; the client's count at the scrapes is one's"}
@@ -123,6 +141,8 @@ def tokens_check(block: dict, view: ClientView) -> dict:
 
 def acceptance_check(block: dict, view: ClientView) -> dict:
     """Counts of drafts both sides have, over the same requests (engines that count at request end)."""
+    if view.not_comparable:
+        return {"verdict": "not comparable", "why": view.not_comparable}
     e = view.ended
     pairs = []
     if block.get("verify_calls") is not None and e.with_verify:
@@ -187,8 +207,8 @@ def add_checks(block: dict, view: ClientView) -> dict:
     checks = {"tokens": tokens_check(block, view), "acceptance": acceptance_check(block, view),
               "running": running_check(block, view)}
     block["checks"] = checks
-    block["client_ended_between_scrapes"] = {"requests": view.ended.requests,
-                                             "output_tokens": view.ended.output_tokens}
+    block["client_ended_between_scrapes"] = None if view.not_comparable else {
+        "requests": view.ended.requests, "output_tokens": view.ended.output_tokens}
     notes = block.setdefault("notes", [])
     t = checks["tokens"]
     if t["verdict"] == "disagree":

@@ -17,9 +17,9 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from loadgen.serverview.engines import ENGINES, SGLANG_RANK, Series, detect
+from loadgen.serverview import wire
+from loadgen.serverview.engines import SGLANG_RANK, Series, detect
 
 _now = time.perf_counter_ns  # loadgen's clock (CLOCK_MONOTONIC), the one requests and windows are stamped with
 
@@ -124,13 +124,8 @@ class Snapshot:
         return None
 
 
-def parse(text: str, url: str = "", t_ns: int = 0, only: set[str] | None = None) -> Snapshot:
-    """A Snapshot from Prometheus exposition text (``ok`` False with the parser's reason if it is not).
-
-    ``only``: keep just these sample names, dropping every other line before the parser sees it
-    (a sample between the window's edges needs a few gauges; parsing SGLang's whole page each second
-    would cost the client's process ~10 ms of CPU, measured in bench/).
-    """
+def parse(text: str, url: str = "", t_ns: int = 0) -> Snapshot:
+    """A Snapshot from Prometheus exposition text (``ok`` False with the parser's reason if it is not)."""
     snap = Snapshot(url=url, t_ns=t_ns)
     try:
         # Imported here: a machine without it (a bare GPU image) still runs; it loses only these figures.
@@ -138,9 +133,6 @@ def parse(text: str, url: str = "", t_ns: int = 0, only: set[str] | None = None)
     except ImportError:
         snap.error = f"{url}: not read (prometheus_client is not installed: pip install prometheus_client)"
         return snap
-    if only is not None:
-        keep = tuple(only)
-        text = "\n".join(line for line in text.splitlines() if line.startswith(keep)) + "\n"
     try:
         families = list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises ValueError, IndexError, KeyError... on bad text
@@ -164,47 +156,35 @@ def line_filter(names: set[str]) -> "re.Pattern[bytes]":
     return re.compile(rb"^(?:" + alts + rb")[{ ][^\n]*", re.M)
 
 
-def fetch(base_url: str, timeout_s: float = 5.0, only: set[str] | None = None,
-          headers: dict | None = None, keep: "re.Pattern[bytes] | None" = None) -> Snapshot:
+def fetch(base_url: str, timeout_s: float = 5.0, headers: dict | None = None,
+          keep: "re.Pattern[bytes] | None" = None) -> Snapshot:
     """GET ``base_url/metrics`` once, blocking; never raises for what the server does.
 
     ``keep`` (a :func:`line_filter`): keep only those lines, unparsed, in ``raw``; :meth:`Snapshot.finish`
     parses them later (the samples between the edges are parsed once the window has closed)."""
     url = base_url.rstrip("/") + "/metrics"
-    parts = urlsplit(url)
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     t0 = _now()
 
     def failed(why: str) -> Snapshot:
         t1 = _now()
         return Snapshot(url=url, t_ns=(t0 + t1) // 2, rtt_ns=t1 - t0, error=f"{url}: {why}")
 
-    conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
     try:
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        conn.request("GET", path, headers={"Accept": "text/plain", **(headers or {})})
-        r = conn.getresponse()
-        body = r.read(MAX_BYTES + 1)
+        status, ctype, body = wire.call(base_url, "GET", "/metrics", timeout_s=timeout_s, max_bytes=MAX_BYTES,
+                                        headers={"Accept": "text/plain", **(headers or {})})
         t1 = _now()
-        if r.status != 200:
-            return failed(f"HTTP {r.status}")
-        ctype = r.getheader("Content-Type", "") or ""
     except (socket.timeout, TimeoutError):
         return failed(f"no answer in {timeout_s:g} s")
     except (OSError, http.client.HTTPException) as exc:
         return failed(f"{type(exc).__name__}: {str(exc)[:200]}")
-    finally:
-        conn.close()
+    if status != 200:
+        return failed(f"HTTP {status}")
     if len(body) > MAX_BYTES:
         return failed(f"page larger than {MAX_BYTES >> 20} MiB: not read")
     if "json" in ctype or "html" in ctype:
         return failed(f"not Prometheus text (Content-Type {ctype})")
     if keep is not None:
         return Snapshot(url=url, t_ns=(t0 + t1) // 2, rtt_ns=t1 - t0, raw=b"\n".join(keep.findall(body)))
-    snap = parse(body.decode("utf-8", "replace"), url, (t0 + t1) // 2, only)
+    snap = parse(body.decode("utf-8", "replace"), url, (t0 + t1) // 2)
     snap.rtt_ns = t1 - t0
     return snap
-
-
-def engine_of(snap: Snapshot):
-    return ENGINES.get(snap.engine)

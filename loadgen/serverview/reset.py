@@ -14,21 +14,9 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from urllib.parse import urlsplit
 
+from loadgen.serverview import wire
 from loadgen.serverview.engines import ENGINES
-
-
-def _call(base_url: str, method: str, path: str, timeout_s: float, headers: dict) -> tuple[int, bytes]:
-    parts = urlsplit(base_url)
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
-    try:
-        conn.request(method, parts.path.rstrip("/") + path, body=b"" if method == "POST" else None, headers=headers)
-        r = conn.getresponse()
-        return r.status, r.read(1 << 20)
-    finally:
-        conn.close()
 
 
 BUSY = (400, 409)
@@ -60,7 +48,7 @@ def reset_cache(base_url: str, engine: str, *, timeout_s: float = 10.0, wait_s: 
     method, path = eng.reset
     try:
         if method == "slots":
-            status, body = _call(base_url, "GET", "/slots", timeout_s, hdrs)
+            status, _, body = wire.call(base_url, "GET", "/slots", timeout_s=timeout_s, headers=hdrs)
             if status == 501:
                 return done(how="POST /slots/{id}?action=erase",
                             error=f"{base_url}/slots: HTTP 501 (llama.cpp: /slots is off, --no-slots)")
@@ -70,7 +58,7 @@ def reset_cache(base_url: str, engine: str, *, timeout_s: float = 10.0, wait_s: 
             ids = [s.get("id") for s in json.loads(body) if isinstance(s, dict) and isinstance(s.get("id"), int)]
             bad = []
             for i in ids:
-                st, b = _call(base_url, "POST", f"/slots/{i}?action=erase", timeout_s, hdrs)
+                st, _, b = wire.call(base_url, "POST", f"/slots/{i}?action=erase", timeout_s=timeout_s, headers=hdrs)
                 if st != 200:
                     why = " (llama.cpp erases a slot only when started with --slot-save-path)" if st == 501 else ""
                     bad.append(f"slot {i}: HTTP {st} {b[:80].decode('utf-8', 'replace')}{why}")
@@ -80,7 +68,7 @@ def reset_cache(base_url: str, engine: str, *, timeout_s: float = 10.0, wait_s: 
                         **({"error": f"{base_url}: " + "; ".join(bad[:3])} if bad else {}))
         deadline = time.perf_counter() + wait_s
         while True:
-            status, body = _call(base_url, method, path, timeout_s, hdrs)
+            status, _, body = wire.call(base_url, method, path, timeout_s=timeout_s, headers=hdrs)
             if status not in BUSY or time.perf_counter() >= deadline:
                 break
             time.sleep(0.25)  # SGLang 400, vLLM 409: a request still runs

@@ -71,8 +71,8 @@ class ServerWatch:
     def __setstate__(self, d: dict) -> None:
         self.__init__(**d)
 
-    def scrape(self, only: set[str] | None = None) -> Snapshot:
-        return fetch(self.base_url, self.timeout_s, only, self.headers)
+    def scrape(self) -> Snapshot:
+        return fetch(self.base_url, self.timeout_s, self.headers)
 
     # --- blocking face (the Locust master, tests) ------------------------------------------------
     def open(self) -> None:

@@ -1,0 +1,27 @@
+"""One blocking HTTP exchange with a server's admin routes (``/metrics``, ``/flush_cache``, ``/slots``...).
+
+In: a base URL, a method and path, a timeout. Out: (status, Content-Type, body), the body read up to
+``max_bytes`` (one byte more is read so a caller can tell a page that was cut). Raises ``OSError``
+(``socket.timeout`` included) or ``http.client.HTTPException``; the callers turn those into their
+one-line notes. Blocking on purpose: these calls run in a thread of their own or in the gevent
+Locust master, never on the client's event loop.
+"""
+
+from __future__ import annotations
+
+import http.client
+from urllib.parse import urlsplit
+
+
+def call(base_url: str, method: str, path: str, *, timeout_s: float, headers: dict | None = None,
+         max_bytes: int = 1 << 20) -> tuple[int, str, bytes]:
+    parts = urlsplit(base_url)
+    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
+    try:
+        conn.request(method, parts.path.rstrip("/") + path, body=b"" if method == "POST" else None,
+                     headers=dict(headers or {}))
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type", "") or "", r.read(max_bytes + 1)
+    finally:
+        conn.close()
