@@ -14,7 +14,7 @@ and, for the thresholds, crossover.json's dict (``res``: the throughput crossove
 Stages whose window was cut short are left out, as everywhere in the analysis
 (coverage.window_whole). A server without /metrics (``{"available": false, "reason"}``) gives
 a row that says so and carries no figure; a running batch that was not measured is ``None``,
-never C. Nothing here imports loadgen.serverview: the block is read as the JSON run.json holds.
+never C. The block is read as the JSON run.json holds; the accept-length rule is serverview.summary's.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 
 from loadgen.analysis.coverage import window_whole
 from loadgen.analysis.results import _known
+from loadgen.serverview.summary import accept_length
 
 NO_BLOCK = "no server block in this stage (a run.json from before loadgen read the server's /metrics)"
 
@@ -187,11 +188,7 @@ def _accept(blocks: list[dict]) -> tuple[float | None, float | None, list[float]
         return _f(b.get("mean_accept_length")), _f(b.get("accept_rate")), list(app) if isinstance(app, list) else None
     drafts, accepted, drafted = (_sum(blocks, k) for k in ("drafts", "accepted_tokens", "draft_tokens"))
     out_tok, verify = _sum(blocks, "output_tokens"), _sum(blocks, "verify_calls")
-    # the same rule as the block's (serverview.summary): drafts when the engine counts them, else tokens per verify
-    if drafts and accepted is not None:
-        length = 1 + accepted / drafts
-    else:
-        length = out_tok / verify if verify and out_tok is not None else None
+    length = accept_length(out_tok, drafts, accepted, verify)  # the block's own rule
     rate = accepted / drafted if drafted and accepted is not None else None
     per = [b.get("accepted_per_position") for b in blocks]
     app = None

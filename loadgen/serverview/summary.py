@@ -72,6 +72,14 @@ def bucket_of(q: float, le: dict[float, float]) -> tuple[float, float] | None:
     return prev, bounds[-1]
 
 
+def accept_length(out_tok, drafts, accepted, verify) -> float | None:
+    """Tokens per verify step from counter deltas: 1 + accepted / drafts where the engine counts drafts
+    (vLLM, llama.cpp: "including the bonus token"), else generated tokens / verify calls (SGLang)."""
+    if drafts is None and verify is not None:
+        return out_tok / verify if out_tok is not None and verify else None
+    return 1 + accepted / drafts if accepted is not None and drafts else None
+
+
 def _histogram_delta(before: dict | None, after: dict | None) -> dict | None:
     if not before or not after:
         return None
@@ -194,10 +202,8 @@ def window_summary(before: Snapshot | None, after: Snapshot | None, samples: lis
 
     out_tok, drafts = values["output_tokens"], values["drafts"]
     drafted, accepted, verify = values["draft_tokens"], values["accepted_tokens"], values["verify_calls"]
-    if drafts is None and verify is not None:
-        mean_accept = _ratio(out_tok, verify)  # SGLang: tokens per verify step (the bonus token included)
-    else:
-        mean_accept = _ratio(accepted, drafts, 1.0)
+    mean_accept = accept_length(out_tok, drafts, accepted, verify)
+    mean_accept = None if mean_accept is None else round(mean_accept, 4)
     cache_hit = _ratio(values["cache_hits"], values["cache_queries"])
     if cache_hit is None and gauges.get("cache_hit_rate"):
         cache_hit = gauges["cache_hit_rate"]["mean"]
