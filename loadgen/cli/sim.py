@@ -14,7 +14,8 @@ from loadgen.sim import calibrate, model, profiles
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="pcie-8gpu-eagle3", help="built-in name or a .toml path")
-    p.add_argument("--mode", choices=("baseline", "spec"), default="baseline")
+    p.add_argument("--mode", default="baseline",
+                   help="baseline, spec, or another of the profile's [modes.*] (e.g. spec-topk4, spec-adaptive)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000, help="0 picks a free port")
     p.add_argument("--time-scale", type=float, default=1.0, help="run the same schedule X times faster")
@@ -43,13 +44,22 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accept", type=float, default=None, help="per-draft acceptance for --expect/--fit (default: the profile's chat value)")
 
 
-def _profile(args: argparse.Namespace) -> tuple[profiles.Profile, str]:
+def _profile(args: argparse.Namespace, resolve: bool = True) -> tuple[profiles.Profile, str]:
+    """The profile and mode to serve: the mode's [modes.*] overrides, then the --speculative-* flags.
+
+    ``resolve=False`` (--expect, --fit, which show every mode): the flags change the profile's own
+    [spec] and each mode's overrides apply on top.
+    """
     prof = profiles.load(args.profile)
     mode = args.mode
+    prof.mode(mode)  # a one-line error naming the profile's modes if it has no such mode
     changes = {}
     if args.speculative_algorithm:
         changes["algorithm"] = args.speculative_algorithm.upper()
-        mode = "spec"
+        if not prof.is_speculative(mode):
+            mode = "spec"
+    if resolve:
+        prof = prof.for_mode(mode)
     for flag, key in (
         ("speculative_num_steps", "num_steps"),
         ("speculative_eagle_topk", "eagle_topk"),
@@ -79,13 +89,16 @@ def _concurrencies(text: str) -> list[int]:
 
 
 def print_expected(prof: profiles.Profile, concurrencies: list[int], kw: dict, adaptive: bool) -> None:
+    """One column per mode of the profile (``adaptive``: --speculative-adaptive, for spec), then spec/base."""
     print(f"profile {prof.name}: expected aggregate output tok/s (time-scale 1), "
           f"{kw['prompt_tokens']}-token prompts, {kw['output_tokens']} output tokens")  # fmt: skip
-    print(f"{'C':>6} {'spec':>10} {'baseline':>10} {'spec/base':>10}")
+    modes = prof.modes()
+    width = max(10, *(len(m) for m in modes))
+    print(f"{'C':>6}" + "".join(f" {m:>{width}}" for m in modes) + f" {'spec/base':>10}")
     for c in concurrencies:
-        s = model.expected_throughput(prof, "spec", c, adaptive=adaptive, **kw)
-        b = model.expected_throughput(prof, "baseline", c, **kw)
-        print(f"{c:>6} {s:>10.1f} {b:>10.1f} {s / b:>10.3f}")
+        row = {m: model.expected_throughput(prof, m, c, adaptive=adaptive and m == "spec", **kw) for m in modes}
+        print(f"{c:>6}" + "".join(f" {row[m]:>{width}.1f}" for m in modes)
+              + f" {row['spec'] / row['baseline']:>10.3f}")  # fmt: skip
     cross = model.true_crossovers(prof, **kw)
     if not cross:
         print("true crossover: none (one mode wins at every concurrency up to 512)")
@@ -95,7 +108,7 @@ def print_expected(prof: profiles.Profile, concurrencies: list[int], kw: dict, a
 
 
 def run(args: argparse.Namespace) -> int:
-    prof, mode = _profile(args)
+    prof, mode = _profile(args, resolve=args.fit is None and args.expect is None)
     kw = dict(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, accept=args.accept)
     if args.fit is not None:
         try:

@@ -77,7 +77,7 @@ class AdminRoutes:
             "speculative_num_steps": s.num_steps if on else None,
             "speculative_eagle_topk": s.eagle_topk if on else None,
             "speculative_num_draft_tokens": s.num_draft_tokens if on else None,
-            "speculative_adaptive": self.cfg.adaptive,
+            "speculative_adaptive": self.adaptive,
         }
 
     async def server_info(self, request: web.Request) -> web.Response:

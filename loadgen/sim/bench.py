@@ -33,7 +33,7 @@ def _cpu_seconds(pid: int) -> float:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadgen bench sim", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", default="fast")
-    p.add_argument("--mode", choices=("baseline", "spec", "both"), default="both")
+    p.add_argument("--mode", default="both", help="both (baseline and spec) or one of the profile's modes")
     p.add_argument("--streams", type=int, default=250)
     p.add_argument("--duration", type=float, default=10.0, help="seconds of steady load per mode")
     p.add_argument("--max-tokens", type=int, default=200)

@@ -56,7 +56,10 @@ def spec_step_ms(cost: Cost, spec: Spec, batch: int) -> float:
         + eager(cost, batch, gbs)
     )
     verify = forward_ms(cost, batch, batch * spec.num_draft_tokens, gbs)
-    return draft + verify + cost.spec_overhead_ms
+    # without overlap scheduling the host's per-step work (tree building, sampling, bookkeeping)
+    # runs between forwards instead of under them
+    cpu = 0.0 if spec.overlap else cost.cpu_ms + cost.cpu_per_request_ms * batch
+    return draft + verify + cost.spec_overhead_ms + cpu
 
 
 def prefill_ms(cost: Cost, tokens: int, speculative: bool) -> float:
@@ -69,9 +72,20 @@ def max_accept(spec: Spec) -> int:
     return min(spec.num_steps, spec.num_draft_tokens - 1)
 
 
+def branches(spec: Spec) -> float:
+    """Draft branches per tree depth: topk, but the verified tree holds only num_draft_tokens − 1
+    drafts, so a small tree spread over its depth has fewer (topk=4 with 4 draft tokens over 3
+    steps is about one per depth: a chain)."""
+    if spec.tree_branches:
+        return max(1.0, spec.tree_branches)
+    depth = max(1, max_accept(spec))
+    return max(1.0, min(float(max(1, spec.eagle_topk)), (spec.num_draft_tokens - 1) / depth))
+
+
 def per_depth_prob(spec: Spec, p: float) -> float:
-    """With topk branches per depth, a depth is accepted if any branch matches."""
-    return 1.0 - (1.0 - p) ** max(1, spec.eagle_topk)
+    """With b branches per depth, a depth is accepted if any branch matches."""
+    b = branches(spec)
+    return p if b == 1.0 else 1.0 - (1.0 - p) ** b
 
 
 def accept_distribution(spec: Spec, p: float) -> list[float]:
@@ -127,11 +141,14 @@ def steady_state(
     """
     if isinstance(profile, str):
         profile = profiles.load(profile)
+    profile = profile.for_mode(mode)
     cost = profile.cost
     cap = max_running or profile.max_running(mode)
     batch = max(1, min(concurrency, cap))
     p = profile.acceptance.chat if accept is None else accept
-    speculative = mode == "spec" and not (adaptive and batch >= profile.spec.adaptive_off_batch)
+    spec_mode = profile.is_speculative(mode)
+    adaptive = adaptive or profile.is_adaptive(mode)
+    speculative = spec_mode and not (adaptive and batch >= profile.spec.adaptive_off_batch)
     if speculative:
         dist = tuple(accept_distribution(profile.spec, p))
         step = spec_step_ms(cost, profile.spec, batch)
@@ -139,12 +156,12 @@ def steady_state(
         dist = (1.0,)
         step = decode_ms(cost, batch)
     steps = _expected_steps(dist, max(0, output_tokens - 1))
-    if mode == "spec" and steps > 0:
+    if speculative and steps > 0:
         forwards = steps * (1.0 - math.exp(-batch / steps))
     else:
         forwards = 1.0
-    pf = prefill_ms(cost, 0, mode == "spec") * forwards + (
-        prefill_ms(cost, batch * prompt_tokens, mode == "spec") - prefill_ms(cost, 0, mode == "spec")
+    pf = prefill_ms(cost, 0, spec_mode) * forwards + (
+        prefill_ms(cost, batch * prompt_tokens, spec_mode) - prefill_ms(cost, 0, spec_mode)
     )
     cycle_ms = steps * step + pf
     thr = batch * output_tokens / cycle_ms * 1000.0

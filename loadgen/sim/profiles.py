@@ -8,6 +8,7 @@ in ``loadgen/sim/profiles/*.toml``; ``--profile`` also accepts a path.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -55,6 +56,11 @@ class Cost:
     """Per speculative step: tree build, verify bookkeeping."""
     spec_prefill_factor: float = 1.0
     """Prefill cost multiplier under speculation (the draft model extends the prompt too)."""
+    cpu_ms: float = 0.0
+    """Scheduler CPU per speculative step that overlap scheduling hides behind the GPU; paid only
+    by a mode whose spec has overlap = false."""
+    cpu_per_request_ms: float = 0.0
+    """Per request in the batch, the same (tree building, sampling, bookkeeping on the host)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,34 @@ class Spec:
     """Overrides cost.cuda_graph_max_bs under speculation (0 = keep it); SGLang sizes it smaller there."""
     adaptive_off_batch: int = 64
     """With --speculative-adaptive, speculation is off at this batch size and above (SGLang's bs>=64 tier)."""
+    tree_branches: float = 0.0
+    """Effective draft branches per depth of the verified tree (0 = from topk and the tree's size,
+    model.branches); a fitted figure where a measured column says how a topk>1 tree accepts."""
+    overlap: bool = True
+    """Overlap scheduling (SGLang's spec v2): the host's per-step work runs while the GPU computes.
+    False makes every speculative step pay cost.cpu_ms + cost.cpu_per_request_ms per request."""
+
+
+_MODE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+BUILTIN_MODES = ("baseline", "spec")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One configuration of a profile's deployment: how it differs from the profile's [spec] and [cost].
+
+    ``baseline`` and ``spec`` exist in every profile; a ``[modes.NAME]`` table adds others, with
+    ``speculative`` / ``adaptive`` and ``[modes.NAME.spec]`` / ``[modes.NAME.cost]`` overriding
+    the profile's values for that mode only.
+    """
+
+    name: str
+    description: str = ""
+    speculative: bool = True
+    adaptive: bool = False
+    """Speculation off at spec.adaptive_off_batch and above, as --speculative-adaptive."""
+    spec: tuple[tuple[str, object], ...] = ()
+    cost: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,9 +135,45 @@ class Profile:
     calibration: str = ""
     """Free text: what traffic the profile was calibrated for."""
     source: str = ""
+    extra_modes: tuple[Mode, ...] = ()
+    """The profile's [modes.*] tables, in file order."""
+    resolved_mode: str = ""
+    """Set by for_mode: this profile's spec and cost already are that mode's."""
+
+    def modes(self) -> list[str]:
+        """Every mode ``--mode`` accepts for this profile."""
+        return [*BUILTIN_MODES, *(m.name for m in self.extra_modes)]
+
+    def mode(self, name: str) -> Mode:
+        if name == "baseline":
+            return Mode("baseline", speculative=False)
+        if name == "spec":
+            return Mode("spec")
+        for m in self.extra_modes:
+            if m.name == name:
+                return m
+        raise LoadgenError(f"profile {self.name} has no mode {name!r} (its modes: {', '.join(self.modes())})")
+
+    def is_speculative(self, mode: str) -> bool:
+        return self.mode(mode).speculative
+
+    def is_adaptive(self, mode: str) -> bool:
+        return self.mode(mode).adaptive
+
+    def for_mode(self, mode: str) -> Profile:
+        """This profile with ``mode``'s spec and cost overrides applied (idempotent for one mode)."""
+        if self.resolved_mode == mode:
+            return self
+        if self.resolved_mode:
+            raise LoadgenError(f"profile {self.name} is already resolved for mode {self.resolved_mode}, not {mode}")
+        m = self.mode(mode)
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, **dict(m.spec)),
+                                   cost=dataclasses.replace(self.cost, **dict(m.cost)), resolved_mode=mode)
 
     def max_running(self, mode: str) -> int:
-        return self.spec.max_running_requests if mode == "spec" else self.baseline_max_running_requests
+        if not self.is_speculative(mode):
+            return self.baseline_max_running_requests
+        return self.for_mode(mode).spec.max_running_requests
 
 
 def builtin_names() -> list[str]:
@@ -121,11 +191,41 @@ def _build(cls: type, data: dict, where: str):
         raise LoadgenError(f"{where}: {exc}") from None
     for f in fields(obj):
         value = getattr(obj, f.name)
+        if f.type == "bool" and not isinstance(value, bool):
+            raise LoadgenError(f"{where}: {f.name} must be true or false, got {value!r}")
         if f.type in ("float", "int") and (
             not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0
         ):
             raise LoadgenError(f"{where}: {f.name} must be a non-negative number, got {value!r}")
     return obj
+
+
+def _check_spec(spec: Spec, where: str) -> None:
+    if spec.num_draft_tokens < 2 or spec.num_steps < 1:
+        raise LoadgenError(f"{where}: need num_steps >= 1 and num_draft_tokens >= 2")
+
+
+def _parse_modes(tables: object, spec: Spec, cost: Cost, origin: str) -> tuple[Mode, ...]:
+    """The [modes.*] tables; each override is checked by building the mode's own Spec and Cost."""
+    if not isinstance(tables, dict):
+        raise LoadgenError(f"{origin}: [modes] must be a table of [modes.NAME] tables")
+    out = []
+    for name, table in tables.items():
+        where = f"{origin} [modes.{name}]"
+        if not isinstance(table, dict):
+            raise LoadgenError(f"{where}: must be a table")
+        if name in BUILTIN_MODES or not _MODE_NAME.match(name):
+            raise LoadgenError(f"{where}: a mode needs its own lower-case name (not baseline or spec)")
+        table = dict(table)
+        spec_over, cost_over = table.pop("spec", {}), table.pop("cost", {})
+        mode_spec = _build(Spec, {**dataclasses.asdict(spec), **spec_over}, f"{where}.spec")
+        _check_spec(mode_spec, f"{where}.spec")
+        mode_cost = _build(Cost, {**dataclasses.asdict(cost), **cost_over}, f"{where}.cost")
+        if mode_cost.floor_ms <= 0:
+            raise LoadgenError(f"{where}.cost: floor_ms must be > 0")
+        m = _build(Mode, {**table, "name": name}, where)
+        out.append(dataclasses.replace(m, spec=tuple(spec_over.items()), cost=tuple(cost_over.items())))
+    return tuple(out)
 
 
 def parse(data: dict, origin: str) -> Profile:
@@ -137,13 +237,15 @@ def parse(data: dict, origin: str) -> Profile:
         raise LoadgenError(f"{origin}: missing [cost] table") from None
     spec = _build(Spec, data.pop("spec", {}), f"{origin} [spec]")
     acc = _build(Acceptance, data.pop("acceptance", {}), f"{origin} [acceptance]")
+    modes = _parse_modes(data.pop("modes", {}), spec, cost, origin)
     data.setdefault("name", Path(origin).stem)
     data.setdefault("description", "")
-    prof = _build(Profile, {**data, "cost": cost, "spec": spec, "acceptance": acc}, origin)
+    if "resolved_mode" in data:
+        raise LoadgenError(f"{origin}: unknown key(s) resolved_mode")
+    prof = _build(Profile, {**data, "cost": cost, "spec": spec, "acceptance": acc, "extra_modes": modes}, origin)
     if cost.floor_ms <= 0:
         raise LoadgenError(f"{origin} [cost]: floor_ms must be > 0")
-    if spec.num_draft_tokens < 2 or spec.num_steps < 1:
-        raise LoadgenError(f"{origin} [spec]: need num_steps >= 1 and num_draft_tokens >= 2")
+    _check_spec(spec, f"{origin} [spec]")
     return prof
 
 

@@ -12,6 +12,7 @@ of the step's tokens at once, and its HTTP handler writes them as one event.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 import time
@@ -33,7 +34,7 @@ class QueueFull(Exception):
 class SchedulerConfig:
     profile: Profile
     mode: str
-    """baseline or spec."""
+    """One of the profile's modes (Profile.modes())."""
     time_scale: float = 1.0
     max_running: int = 0
     """0 = the profile's default for the mode."""
@@ -45,6 +46,15 @@ class SchedulerConfig:
     @property
     def cap(self) -> int:
         return self.max_running or self.profile.max_running(self.mode)
+
+    @property
+    def speculative(self) -> bool:
+        return self.profile.is_speculative(self.mode)
+
+    @property
+    def adaptive_on(self) -> bool:
+        """--speculative-adaptive, or a mode that is adaptive by itself."""
+        return self.adaptive or self.profile.is_adaptive(self.mode)
 
 
 @dataclass(eq=False, slots=True)
@@ -123,8 +133,10 @@ class Stats:
 
 class Scheduler:
     def __init__(self, cfg: SchedulerConfig, on_finish) -> None:
-        self.cfg = cfg
-        self.profile = cfg.profile
+        self.profile = cfg.profile.for_mode(cfg.mode)
+        self.cfg = cfg = dataclasses.replace(cfg, profile=self.profile)
+        self._spec_mode = cfg.speculative
+        self._adaptive = cfg.adaptive_on
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.stats = Stats(window_start_ns=now_ns())
@@ -134,7 +146,7 @@ class Scheduler:
         spec = self.profile.spec
         self._max_accept = model.max_accept(spec)
         self._proposed = spec.num_draft_tokens - 1
-        self._topk = max(1, spec.eagle_topk)
+        self._branches = model.branches(spec)
         self.stats.spec_accepted_per_pos = [0] * self._max_accept
         self._task: asyncio.Task | None = None
 
@@ -180,9 +192,9 @@ class Scheduler:
                 pass
 
     def _speculating(self, batch: int) -> bool:
-        if self.cfg.mode != "spec":
+        if not self._spec_mode:
             return False
-        return not (self.cfg.adaptive and batch >= self.profile.spec.adaptive_off_batch)
+        return not (self._adaptive and batch >= self.profile.spec.adaptive_off_batch)
 
     async def _run(self) -> None:
         deadline = now_ns()
@@ -209,7 +221,7 @@ class Scheduler:
         admitted = self._admit()
         if admitted:
             tokens = sum(r.prompt_tokens for r in admitted)
-            return admitted, model.prefill_ms(self.profile.cost, tokens, self.cfg.mode == "spec")
+            return admitted, model.prefill_ms(self.profile.cost, tokens, self._spec_mode)
         batch = len(self.running)
         if self._speculating(batch):
             return admitted, model.spec_step_ms(self.profile.cost, self.profile.spec, batch)
@@ -269,7 +281,7 @@ class Scheduler:
         running = self.running
         batch = len(running)
         speculating = self._speculating(batch)
-        max_accept, topk = self._max_accept, self._topk
+        max_accept, branches = self._max_accept, self._branches
         stats = self.stats
         step_tokens = 0
         drafts_ok = 0
@@ -281,9 +293,9 @@ class Scheduler:
                 self._finish(req, t)
                 continue
             if speculating:
-                # a chain of drafts is accepted up to its first miss; with topk branches per depth
-                # a depth survives if any branch matches
-                q = req.accept_p if topk == 1 else 1.0 - (1.0 - req.accept_p) ** topk
+                # a chain of drafts is accepted up to its first miss; with several branches per depth
+                # a depth survives if any branch matches (model.per_depth_prob)
+                q = req.accept_p if branches == 1.0 else 1.0 - (1.0 - req.accept_p) ** branches
                 rnd = req.rng.random
                 k = 0
                 while k < max_accept and rnd() < q:

@@ -65,10 +65,11 @@ class ServerConfig:
 class SimServer(GenerationRoutes, AdminRoutes):
     def __init__(self, cfg: ServerConfig) -> None:
         self.cfg = cfg
-        self.profile = cfg.profile
+        self.profile = cfg.profile.for_mode(cfg.mode)
         self.context_length = cfg.context_length or cfg.profile.context_length
         self.model_name = cfg.model_name or cfg.profile.model_name
-        self.speculative = cfg.mode == "spec"
+        self.speculative = self.profile.is_speculative(cfg.mode)
+        self.adaptive = cfg.adaptive or self.profile.is_adaptive(cfg.mode)
         self.burst = cfg.stream_shape == "burst"
         self.metrics = Metrics()
         self.vllm = cfg.metrics_flavour == "vllm"
@@ -79,7 +80,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         self.truth = TruthStore(path=cfg.truth_path)
         self.flights: dict[str, Flight] = {}
         self.sched_cfg = SchedulerConfig(
-            profile=cfg.profile,
+            profile=self.profile,
             mode=cfg.mode,
             time_scale=cfg.time_scale,
             max_running=cfg.max_running,
