@@ -1,5 +1,10 @@
 """The embedded simulator's own crossover for a run's traffic, to print beside the one loadgen found.
 
+In: a run's ``simulator`` block, a workload, what the analysis reported (crossovers, or for N
+configurations the switch points of its policy, with the run's labels mapped to simulator modes).
+Out: the simulator's own answer in virtual time (``virtual``): KnownCrossover / KnownSwitch per
+reported point, and ``known_best``'s tok/s per concurrency and label.
+
 A run against the embedded simulators can be checked as it is reported: the
 simulator knows its cost model, so ``sim.virtual`` computes the crossover its
 scheduler has for the requests this run sent (same workload, lengths, seeds
@@ -13,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from loadgen.sim.virtual import simulated_crossovers, workload_mix
+from loadgen.sim.virtual import simulated_crossovers, simulated_throughput, workload_mix
 
 
 @dataclass(frozen=True)
@@ -35,18 +40,23 @@ def _grid(low: float, high: float, points: int = 9) -> list[int]:
                    for k in range(points)})
 
 
+def _mix(sim: dict, workload: str, seed: int) -> list[tuple[int, float, int]]:
+    """The run's requests as the simulator plans them (same workload, lengths, seeds, protocol)."""
+    from loadgen.workloads import Lengths
+
+    lengths = Lengths.parse(sim.get("prompt_tokens"), sim.get("max_tokens"), sim.get("tokenizer"),
+                            bool(sim.get("ignore_eos")))
+    return workload_mix(sim["profile"], workload, seed=seed, lengths=lengths,
+                        protocol=sim.get("protocol", "sglang"), sim_seed=sim.get("seed", seed))
+
+
 def known_crossovers(sim: dict, workload: str, crossovers: list[dict], *, seed: int = 0,
                      forwards: int = 12000) -> list[KnownCrossover]:
     """The simulator's crossover near each reported one (dicts as in crossover.json).
 
     ``sim``: the run's ``simulator`` block (profile, seed, protocol, lengths).
     """
-    from loadgen.workloads import Lengths
-
-    lengths = Lengths.parse(sim.get("prompt_tokens"), sim.get("max_tokens"), sim.get("tokenizer"),
-                            bool(sim.get("ignore_eos")))
-    mix = workload_mix(sim["profile"], workload, seed=seed, lengths=lengths,
-                       protocol=sim.get("protocol", "sglang"), sim_seed=sim.get("seed", seed))
+    mix = _mix(sim, workload, seed)
     out = []
     for x in crossovers:
         low = min(x["ci_low"], x.get("low_c", x["ci_low"]))
@@ -58,6 +68,78 @@ def known_crossovers(sim: dict, workload: str, crossovers: list[dict], *, seed: 
         covered = true is not None and x["ci_low"] <= true <= x["ci_high"]
         out.append(KnownCrossover(x["estimate"], true, covered, (grid[0], grid[-1])))
     return out
+
+
+def _modes_of(sim: dict, modes: dict[str, str], labels) -> None:
+    from loadgen.errors import LoadgenError
+    from loadgen.sim import profiles
+
+    have = profiles.load(sim["profile"]).modes()
+    for label in labels:
+        if label not in modes:
+            raise LoadgenError(f"no simulator mode for target {label!r} (modes given for: {', '.join(modes) or 'none'})")
+        if modes[label] not in have:
+            raise LoadgenError(f"target {label!r}: profile {sim['profile']} has no mode {modes[label]!r} "
+                               f"(its modes: {', '.join(have)})")
+
+
+def known_best(sim: dict, workload: str, modes: dict[str, str], concurrencies: list[int], *, seed: int = 0,
+               forwards: int = 12000) -> dict[int, dict[str, float]]:
+    """Per concurrency, per target label, the simulator's own output tok/s (virtual time, time-scale 1)
+    for this run's traffic. ``modes``: the run's target labels → simulator modes."""
+    _modes_of(sim, modes, modes)
+    mix = _mix(sim, workload, seed)
+    return {c: {label: simulated_throughput(sim["profile"], mode, c, mix=mix, forwards=forwards,
+                                            warmup_forwards=forwards // 10, seed=seed)
+                for label, mode in modes.items()}
+            for c in concurrencies}
+
+
+@dataclass(frozen=True)
+class KnownSwitch:
+    """The simulator's own switch between two configurations near one the policy reported."""
+
+    reported: float
+    """The switch point the analysis estimated."""
+    true: float | None
+    """Where the simulator's better of the two changes, nearest the estimate; None when it does not
+    change over the searched range."""
+    covered: bool
+    searched: tuple[int, int]
+    from_label: str
+    to_label: str
+
+
+def known_switches(sim: dict, workload: str, modes: dict[str, str], switches: list[dict], *, seed: int = 0,
+                   forwards: int = 12000) -> list[KnownSwitch]:
+    """For each reported switch ``{"from", "to", "estimate", "ci_low", "ci_high", "low_c", "high_c"}``,
+    where the simulator's better of those two labels' modes changes, on a grid over the reported
+    interval and its bracketing stages."""
+    _modes_of(sim, modes, {lab for x in switches for lab in (x["from"], x["to"])})
+    mix = _mix(sim, workload, seed)
+    out = []
+    for x in switches:
+        low = min(x["ci_low"], x.get("low_c", x["ci_low"]))
+        high = max(x["ci_high"], x.get("high_c", x["ci_high"]))
+        grid = _grid(low, high)
+        found = simulated_crossovers(sim["profile"], grid, modes=(modes[x["from"]], modes[x["to"]]), mix=mix,
+                                     forwards=forwards, warmup_forwards=forwards // 10)
+        true = min((f.concurrency for f in found), key=lambda c: abs(c - x["estimate"]), default=None)
+        covered = true is not None and x["ci_low"] <= true <= x["ci_high"]
+        out.append(KnownSwitch(x["estimate"], true, covered, (grid[0], grid[-1]), x["from"], x["to"]))
+    return out
+
+
+def switch_verdict(k: dict) -> tuple[str, str]:
+    """(✓ or ✗, a sentence) for one KnownSwitch as a dict (dataclasses.asdict or reloaded JSON)."""
+    pair = f"{k['from_label']} → {k['to_label']}"
+    lo, hi = k["searched"][0], k["searched"][1]
+    if k["true"] is None:
+        return "✗", (f"the simulator itself does not switch {pair} between C={lo} and {hi}: "
+                     f"the switch at C≈{k['reported']:.1f} is a false alarm")
+    where = "inside" if k["covered"] else "outside"
+    return ("✓" if k["covered"] else "✗"), (f"the simulator's own switch {pair} for this traffic: C={k['true']:.1f} "
+                                            f"({where} the reported interval)")
 
 
 def verdict(k: dict) -> tuple[str, str]:

@@ -128,17 +128,28 @@ def workload_mix(profile: Profile | str, workload: str, n: int = 500, seed: int 
 class VirtualCrossover:
     concurrency: float
     spec_wins_above: bool
+    """True if ``to`` (spec by default) is the faster mode just above this concurrency."""
 
 
-def simulated_crossovers(profile: Profile | str, concurrencies: list[int], **kw) -> list[VirtualCrossover]:
-    """Where (spec − baseline) throughput changes sign over ``concurrencies``, interpolated on log C."""
-    import math
+def simulated_crossovers(profile: Profile | str, concurrencies: list[int], *, modes: tuple[str, str] = ("baseline", "spec"),
+                         **kw) -> list[VirtualCrossover]:
+    """Where (to − from) throughput changes sign over ``concurrencies``, interpolated on log C.
 
+    ``modes``: (from, to), two of the profile's modes; baseline and spec unless told.
+    """
+    lo_mode, hi_mode = modes
     diffs = []
     for c in concurrencies:
-        b = simulated_throughput(profile, "baseline", c, **kw)
-        s = simulated_throughput(profile, "spec", c, **kw)
+        b = simulated_throughput(profile, lo_mode, c, **kw)
+        s = simulated_throughput(profile, hi_mode, c, **kw)
         diffs.append((s - b) / b)
+    return sign_changes(concurrencies, diffs)
+
+
+def sign_changes(concurrencies: list[int], diffs: list[float]) -> list[VirtualCrossover]:
+    """Each sign change of ``diffs`` between neighbouring concurrencies, interpolated on log C."""
+    import math
+
     out = []
     for (c0, d0), (c1, d1) in zip(zip(concurrencies, diffs), zip(concurrencies[1:], diffs[1:])):
         if d0 and d1 and (d0 < 0) != (d1 < 0):  # a sign change between neighbouring grid points
