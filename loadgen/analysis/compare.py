@@ -27,6 +27,7 @@ from loadgen.analysis.coverage import (
     run_cut_words,
     window_whole,
 )
+from loadgen.analysis.configs import ConfigsResult, analyze_configs, excluded_words, policy_sentence
 from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
@@ -66,7 +67,7 @@ class CrossoverMetric:
         raise ValueError(f"{s.name}: unknown kind of crossover sample {s.kind!r}")
 
 
-__all__ = ["CrossoverMetric", "METRICS", "BY_NAME", "roles", "workloads_of", "MetricResult", "RunAnalysis",
+__all__ = ["CrossoverMetric", "METRICS", "BY_NAME", "roles", "configurations", "workloads_of", "MetricResult", "RunAnalysis",
            "run_analysis", "analyze_run",
            # from loadgen.analysis.coverage, imported from here by loadgen/report and loadgen/cli
            "CUT_BY", "Coverage", "WorkloadCoverage", "coverage", "cut_words", "fmt_cs", "planned_stages",
@@ -91,6 +92,25 @@ def roles(doc: dict) -> tuple[str, str]:
     if len(labels) != 2:
         raise LoadgenError(f"crossover needs exactly two targets in the results, found {labels or 'none'}")
     return labels[0], labels[1]
+
+
+def configurations(doc: dict) -> tuple[list[str], list[str]]:
+    """(labels, adaptive labels) of a run: the reference first, then the candidates, in the run's order."""
+    run = doc.get("run", {})
+    conf = run.get("configurations") or {}
+    if conf.get("reference"):
+        labels = [conf["reference"], *conf.get("candidates", [])]
+        return labels, [x for x in conf.get("adaptive", []) if x in labels]
+    labels = [t["label"] if isinstance(t, dict) else t for t in run.get("targets") or []]
+    for s in doc.get("stages", []):
+        if s["target"] not in labels:
+            labels.append(s["target"])
+    if len(labels) <= 2:
+        return list(roles(doc)), []
+    sim = run.get("simulator") or {}
+    modes = sim.get("modes") or {}
+    adaptive = [x for x in labels if (modes.get(x, x) if isinstance(modes, dict) else x) == "spec-adaptive"]
+    return labels, adaptive
 
 
 def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
@@ -153,42 +173,66 @@ class RunAnalysis:
     confidence: float
     workloads: dict[str, dict[str, MetricResult]]
     coverage: dict[str, WorkloadCoverage]
+    targets: list[str] = field(default_factory=list)
+    """Every configuration, the reference (``baseline``) first; ``spec`` is the first candidate."""
+    adaptive: list[str] = field(default_factory=list)
+    configs: dict[str, dict[str, ConfigsResult]] = field(default_factory=dict)
+    """Three or more configurations: per workload and metric, all of them at once (analysis/configs.py);
+    ``workloads`` then holds the reference against the first candidate, as a two-target run would."""
+    policy: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per workload and metric, the policy in words (three or more configurations)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
-                "workloads": {wl: {name: m.to_dict() for name, m in per.items()} for wl, per in self.workloads.items()},
-                "coverage": {wl: c.to_dict() for wl, c in self.coverage.items()}}
+        d = {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
+             "workloads": {wl: {name: m.to_dict() for name, m in per.items()} for wl, per in self.workloads.items()},
+             "coverage": {wl: c.to_dict() for wl, c in self.coverage.items()},
+             "targets": list(self.targets), "adaptive": list(self.adaptive)}
+        if self.configs:
+            d["configs"] = {wl: {name: r.to_dict() for name, r in per.items()} for wl, per in self.configs.items()}
+            d["policy"] = {wl: dict(per) for wl, per in self.policy.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunAnalysis":
         return cls(d["baseline"], d["spec"], d["confidence"],
                    {wl: {name: MetricResult.from_dict(m) for name, m in per.items()}
                     for wl, per in d.get("workloads", {}).items()},
-                   {wl: WorkloadCoverage.from_dict(c) for wl, c in (d.get("coverage") or {}).items()})
+                   {wl: WorkloadCoverage.from_dict(c) for wl, c in (d.get("coverage") or {}).items()},
+                   list(d.get("targets") or [d["baseline"], d["spec"]]), list(d.get("adaptive") or []),
+                   {wl: {name: ConfigsResult.from_dict(r) for name, r in per.items()}
+                    for wl, per in (d.get("configs") or {}).items()},
+                   {wl: dict(per) for wl, per in (d.get("policy") or {}).items()})
 
 
 def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
                  seed: int = 0) -> RunAnalysis:
     """The analysis of a results document (see :class:`RunAnalysis`)."""
-    base, spec = roles(doc)
+    labels, adaptive = configurations(doc)
+    base, spec = labels[0], labels[1]
     slices = _slices(doc)
     covs, not_compared = coverage(doc, base, spec)
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
-    out = RunAnalysis(base, spec, confidence, {}, {})
+    out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive)
     for wl, cov in covs.items():
         per_metric: dict[str, MetricResult] = {}
         scope = cov.scope()
         wl_ladder = ladder if ladder else (scope.planned or None)
         for m in metrics:
-            b, s = [], []
+            by_label: dict[str, list[StageSamples]] = {x: [] for x in labels}
             for (target, w, c), tls in sorted(slices.items(), key=lambda kv: kv[0][2]):
-                if w != wl:
+                if w != wl or target not in by_label:
                     continue
                 values = [v for tl in tls for v in m.samples(tl)]
                 if len(values) < 2:
                     continue
-                (b if target == base else s if target == spec else []).append(StageSamples(c, values, m.higher_is_better))
+                by_label[target].append(StageSamples(c, values, m.higher_is_better))
+            if len(labels) > 2 and sum(1 for x in labels if by_label[x]) >= 2:
+                r = analyze_configs(m.name, by_label, labels=labels, adaptive=adaptive, confidence=confidence,
+                                    margin=margin, seed=seed, ladder=wl_ladder)
+                out.configs.setdefault(wl, {})[m.name] = r
+                out.policy.setdefault(wl, {})[m.name] = policy_sentence(r, m.label) + excluded_words(r)
+            b, s = by_label.get(base, []), by_label.get(spec, [])
             common = {x.concurrency for x in b} & {x.concurrency for x in s}
             if not common:
                 continue

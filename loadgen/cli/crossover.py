@@ -6,7 +6,7 @@ import argparse
 import shutil
 import sys
 from contextlib import ExitStack
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import orjson
@@ -23,6 +23,7 @@ from loadgen.run.results import ResultsWriter, load
 from loadgen.settings import config as cfgmod
 from loadgen.settings import flags
 from loadgen.settings import knobs as K
+from loadgen.settings import parse
 
 PRIMARY = "output_tokens_per_s"
 
@@ -39,6 +40,8 @@ def _flag_value(k: K.Knob, v):
         return K.ladder_text(v)
     if k.check == "seconds":
         return f"{v}s"
+    if k.check == "modes":  # the default pair is no choice of the file's: the flag's default stays
+        return ",".join(v) if tuple(v) != cfgmod.SimConf().modes else None
     if k.check == "slo":
         return ",".join(f"{name}={x:g}" for name, x in v.items()) or None
     return v
@@ -58,13 +61,83 @@ def apply_config(args, path: str, d: dict) -> tuple[list, bool]:
         value = _flag_value(k, cfg.slo if k.toml == "slo" else cfgmod.get(cfg, k.attr))
         if value is not None:
             setattr(args, name, value)
-    if cfg.targets:
-        if len(cfg.targets) != 2:
-            raise LoadgenError(f"{cfg.source}: targets: loadgen crossover needs exactly two "
-                               f"(baseline first, speculative second), got {len(cfg.targets)}")
-        if args.baseline_url is None and args.spec_url is None:
-            args.baseline_url, args.spec_url = cfg.targets[0].url, cfg.targets[1].url
     return cfg.targets, args.workload == cfg.workload
+
+
+ADAPTIVE_MODES = ("spec-adaptive",)
+"""Simulator modes that switch speculation by load on their own."""
+
+
+@dataclass
+class Configuration:
+    """One configuration to compare: its label, where it answers, how loadgen starts it (if it does)."""
+
+    label: str
+    url: str
+    start: str | None = None
+    adaptive: bool = False
+    conf: cfgmod.TargetConf | None = None
+    """Its [targets.X] table, when it comes from a --config."""
+
+
+def configurations(args, targets_conf: list) -> list[Configuration] | None:
+    """The configurations to compare, the reference first, from the flags or the config's [targets.*];
+    None: the embedded simulators (``--sim-modes``). Every inconsistency is one line naming the flag."""
+    given = parse.labelled(args.target, "--target", "URL")
+    starts = parse.labelled(args.start, "--start", "CMD")
+    adaptive = [parse.label(a, "--adaptive") for a in args.adaptive or []]
+    pair = args.baseline_url or args.spec_url
+    if given and (pair or args.url):
+        raise LoadgenError("--target names each configuration's URL: give it or --url/--baseline-url/--spec-url, "
+                           "not both")
+    if starts and (args.baseline_start or args.spec_start):
+        raise LoadgenError("--start LABEL=CMD and --baseline-start/--spec-start: give one form, not both")
+    out: list[Configuration] = []
+    if given:
+        out = [Configuration(label, cfgmod.check_url(f"--target {label}", url)) for label, url in given]
+    elif args.url is not None:
+        if pair:
+            raise LoadgenError("--url serves every target: give it or --baseline-url/--spec-url, not both")
+        if starts:
+            out = [Configuration(label, args.url, cmd) for label, cmd in starts]
+        elif args.baseline_start and args.spec_start:
+            out = [Configuration("baseline", args.url, args.baseline_start),
+                   Configuration("spec", args.url, args.spec_start)]
+        else:
+            raise LoadgenError("--url needs --baseline-start and --spec-start (or --start LABEL=CMD for each "
+                               "configuration): loadgen starts each server on that port in turn (for running "
+                               "servers give --baseline-url and --spec-url, or --target LABEL=URL)")
+        starts = []
+    elif pair:
+        if (args.baseline_url is None) != (args.spec_url is None):
+            raise LoadgenError("give both --baseline-url and --spec-url, or neither (embedded simulator)")
+        out = [Configuration("baseline", args.baseline_url, args.baseline_start),
+               Configuration("spec", args.spec_url, args.spec_start)]
+    elif targets_conf:
+        out = [Configuration(tc.label, tc.url, tc.start, tc.adaptive, tc) for tc in targets_conf]
+    if not out:
+        if starts or args.baseline_start or args.spec_start:
+            raise LoadgenError("a start command needs the URL its server answers on: --target LABEL=URL or --url")
+        if adaptive:
+            raise LoadgenError("--adaptive names a --target; on the embedded simulator the mode spec-adaptive is "
+                               "adaptive by itself")
+        return None
+    if args.sim_modes:
+        raise LoadgenError("--sim-modes chooses the embedded simulators: it does not go with --target or URLs")
+    if len(out) < 2:
+        where = "--target" if given else f"{args.config}: targets" if targets_conf else "--target"
+        raise LoadgenError(f"{where}: at least two configurations to compare (the first is the reference), "
+                           f"got {len(out)}")
+    by_label = {c.label: c for c in out}
+    for label, cmd in starts:
+        if label not in by_label:
+            raise LoadgenError(f"--start: {label!r} names no --target (known: {', '.join(by_label)})")
+        by_label[label].start = cmd
+    for label in adaptive:
+        if label not in by_label:
+            raise LoadgenError(f"--adaptive: {label!r} names no configuration (known: {', '.join(by_label)})")
+        by_label[label].adaptive = True
+    return out
 
 
 def run(args) -> int:
@@ -86,21 +159,13 @@ def run(args) -> int:
                     shutil.copyfile(sibling, out / f"run{sibling.suffix}")
         return _analyse_and_report(doc, out, args)
     out = Path(args.out)
-    if args.url is not None:
-        if args.baseline_url or args.spec_url:
-            raise LoadgenError("--url serves both targets: give it or --baseline-url/--spec-url, not both")
-        if not (args.baseline_start and args.spec_start):
-            raise LoadgenError("--url needs --baseline-start and --spec-start: loadgen starts each server on that "
-                               "port in turn (for two running servers give --baseline-url and --spec-url)")
-        args.baseline_url = args.spec_url = args.url
-    on_sim = args.baseline_url is None and args.spec_url is None
+    configs = configurations(args, targets_conf)
+    on_sim = configs is None
     adapt_window = args.duration is None and not args.requests
     # The simulator runs its schedule time-scaled, so shorter windows hold as many steps (settings/knobs.py).
     args.duration = args.duration or K.seconds_text(K.SIM_DURATION_S if on_sim else K.DURATION_S)
     args.warmup = args.warmup or K.seconds_text(K.SIM_WARMUP_S if on_sim else K.WARMUP_S)
     front.sigterm_like_ctrl_c()
-    if (args.baseline_url is None) != (args.spec_url is None):
-        raise LoadgenError("give both --baseline-url and --spec-url, or neither (embedded simulator)")
     s = flags.typed(args, "crossover")
     opts = front.run_options(s)
     if one_workload:
@@ -109,31 +174,32 @@ def run(args) -> int:
         workloads = [w.strip() for w in s.workload.split(",") if w.strip()]
     make_source = front.source_factory(s, workloads)  # a bad workload name fails here, before any server starts
     with ExitStack() as stack:
-        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed,
-                      "roles": {"baseline": "baseline", "spec": "spec"}}
+        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed}
         commands = {}
-        if args.baseline_url is None:
-            base_url, spec_url = front.start_simulators(stack, s, ("baseline", "spec"))
+        if configs is None:
+            modes = tuple(s.sim_modes or ("baseline", "spec"))
+            urls = front.start_simulators(stack, s, modes)
+            configs = [Configuration(m, u, adaptive=m in ADAPTIVE_MODES) for m, u in zip(modes, urls)]
             # what it takes to recompute the traffic the simulators saw, for their own crossover (sim.known)
             meta["simulator"] = {"profile": s.sim_profile, "time_scale": s.sim_time_scale, "seed": s.seed,
                                  "protocol": s.protocol, "max_tokens": s.max_tokens,
                                  "prompt_tokens": s.prompt_tokens, "ignore_eos": s.ignore_eos,
-                                 "tokenizer": s.tokenizer}
-            log(f"no URLs given: embedded simulators ({s.sim_profile}) baseline {base_url}, spec {spec_url}")
-        else:
-            base_url, spec_url = args.baseline_url, args.spec_url
-            for label, cmd, url in (("baseline", args.baseline_start, base_url), ("spec", args.spec_start, spec_url)):
-                if cmd:
-                    commands[label] = ServerCommand(label, cmd, url.rstrip("/") + args.health_path,
-                                                    log_path=out / f"{label}.server.log")
-            for label, tc in zip(("baseline", "spec"), targets_conf):
-                if tc.start and label not in commands:
-                    commands[label] = ServerCommand(label, tc.start, tc.url.rstrip("/") + tc.health,
-                                                    stop_signal=tc.stop_signal, startup_timeout_s=tc.startup_timeout_s,
-                                                    log_path=out / f"{label}.server.log")
-        targets = [Target("baseline", base_url, s.protocol, s.model, dict(s.header), s.spec_details),
-                   Target("spec", spec_url, s.protocol, s.model, dict(s.header), s.spec_details)]
-        for t, tc in zip(targets, targets_conf):  # the config's per-target settings, unless a flag said otherwise
+                                 "tokenizer": s.tokenizer, "modes": {m: m for m in modes}}
+            log(f"no URLs given: embedded simulators ({s.sim_profile}) "
+                + ", ".join(f"{c.label} {c.url}" for c in configs))
+        for c in configs:
+            if c.start:
+                tc = c.conf
+                commands[c.label] = ServerCommand(
+                    c.label, c.start, c.url.rstrip("/") + (tc.health if tc else args.health_path),
+                    stop_signal=tc.stop_signal if tc else "SIGINT",
+                    startup_timeout_s=tc.startup_timeout_s if tc else 900.0,
+                    log_path=out / f"{c.label}.server.log")
+        targets = [Target(c.label, c.url, s.protocol, s.model, dict(s.header), s.spec_details) for c in configs]
+        for t, c in zip(targets, configs):  # the config's per-target settings, unless a flag said otherwise
+            tc = c.conf
+            if tc is None:
+                continue
             if args.protocol == defaults["protocol"]:
                 t.protocol = tc.protocol
             if args.model == defaults["model"]:
@@ -141,6 +207,10 @@ def run(args) -> int:
             if not args.header:
                 t.headers = dict(tc.headers)
             t.spec_details = s.spec_details or tc.spec_details
+        labels = [c.label for c in configs]
+        adaptive = [c.label for c in configs if c.adaptive]
+        meta["roles"] = {"baseline": labels[0], "spec": labels[1]}
+        meta["configurations"] = {"reference": labels[0], "candidates": labels[1:], "adaptive": adaptive}
         plan = front.ramp_plan(s, targets, workloads, make_source, opts, commands=commands,
                                adapt_window=adapt_window)
         meta["ladder"] = plan.ladder
@@ -211,6 +281,8 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
     from loadgen.report.words import winner_word
 
     lines = []
+    if res.get("configs"):
+        return configs_tables(res, metric)
     for wl, per in res["workloads"].items():
         if metric not in per:
             cov = (res.get("coverage") or {}).get(wl, {})
@@ -234,6 +306,54 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
             lines.append(f"  • {m['recommendation']}")
         for k in per[metric].get("simulator_truth", []):
             mark, text = verdict(k)
+            lines.append(f"  {mark} {text}")
+    return "\n".join(lines)
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
+
+
+def _pct(g: dict | None) -> str:
+    if not g or g.get("delta") is None:
+        return "-"
+    return f"{g['delta'] * 100:+.1f} [{g['ci_low'] * 100:+.1f}, {g['ci_high'] * 100:+.1f}]"
+
+
+def configs_tables(res: dict, metric: str = PRIMARY) -> str:
+    """The terminal view of three or more configurations: per workload, each one's mean at every C, the best
+    (or the tie), its lead over the runner-up with the joint interval, then the policy of every metric."""
+    from loadgen.sim.known import switch_verdict
+
+    lines = []
+    for wl in res["workloads"].keys() | res["configs"].keys():
+        per = res["configs"].get(wl, {})
+        if metric not in per:
+            cov = (res.get("coverage") or {}).get(wl, {})
+            lines.append(f"\nworkload {wl}: NOT COMPARED")
+            lines.append(f"  • {cov.get('recommendation') or wl + ': not compared.'}")
+            continue
+        r = per[metric]
+        m = METRICS_BY_NAME[metric]
+        labels = [x for x in r["labels"] if x not in r.get("excluded", {})]
+        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {len(labels)} configurations, "
+                     f"{int(round(r['confidence'] * 100))} % joint intervals (reference {r['reference']})")
+        rows = [["C", *labels, "best", "lead over runner-up %"]]
+        for a in r["at"]:
+            best = a["best"] or "tie: " + "/".join(a["leaders"])
+            lead = f"{_pct(a['lead'])} vs {a['runner_up']}" if a.get("lead") else "-"
+            rows.append([str(a["concurrency"]), *[f"{a['means'][x]:.1f}" if x in a["means"] else "-" for x in labels],
+                         best, lead])
+        lines += ["  " + x for x in _table(rows)]
+        for name, text in res.get("policy", {}).get(wl, {}).items():
+            lines.append(f"  • {text}")
+        for x in r.get("adaptive", []):
+            gaps = [(a["concurrency"], a["shortfall"].get(x)) for a in r["at"] if x in a["shortfall"]]
+            lines.append(f"  • {x} (adapts on its own) against the best of the others: "
+                         + ", ".join(f"C={c} {_pct(g)} %" for c, g in gaps))
+        for k in r.get("simulator_truth", []):
+            mark, text = switch_verdict(k)
             lines.append(f"  {mark} {text}")
     return "\n".join(lines)
 

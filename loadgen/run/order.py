@@ -5,8 +5,12 @@ Locust ramp its config's targets), the ladder of concurrencies, the workloads,
 and what earlier stages measured. Out: the stages as :class:`Slot` s in the
 order they run, and each one's :class:`StageSpec`.
 
-Order: workload by workload, concurrency by concurrency, the targets alternating
-at each (A@1, B@1, A@2, …) so slow drift hits both alike. When loadgen starts
+Order: workload by workload, concurrency by concurrency, every target once at
+each. Two targets alternate (A@1, B@1, A@2, …) so slow drift hits both alike;
+three or more follow the rows of a Williams design in turn (:func:`rotation`):
+each target runs first, and right after each other target, equally often over
+N (even N) or 2N (odd N) steps, so none always runs first, last or behind a
+given other. When loadgen starts
 the servers itself (one GPU box) it is every stage of one target, then every
 stage of the next (``by_target``). ``loadgen run``/``crossover``
 (loadgen/run/ramp.py) and the Locust conductor (loadgen/locust/conductor.py)
@@ -36,17 +40,44 @@ class Slot(Generic[T]):
     target: T
 
 
+def rotation(n: int) -> list[list[int]]:
+    """The orders of ``n`` targets, one per step in turn: [0, 1] for two (A, B at every step, as before
+    there were more); for three or more the rows of a Williams design (n rows for even n, 2n for odd):
+    over a full cycle each target takes each position, and follows each other target, equally often."""
+    if n <= 2:
+        return [list(range(n))]
+    first = [0]
+    lo, hi = 1, n - 1
+    while len(first) < n:  # 0, 1, n-1, 2, n-2, …
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    if n % 2:  # odd n: the mirrored rows balance who follows whom
+        rows += [row[::-1] for row in rows]
+    return rows
+
+
 def stage_order(targets: Sequence[T], ladder: Sequence[int], workloads: Sequence[str], *,
                 by_target: bool = False, extra: Sequence[tuple[str, int]] = ()) -> list[Slot[T]]:
-    """The stages in the order they run: A@1, B@1, A@2, … per workload; ``by_target``: all of A, then B.
+    """The stages in the order they run: at each concurrency every target once, in :func:`rotation`'s order
+    (A@1, B@1, A@2, B@2, … for two) per workload; ``by_target``: all of A, then B, then C.
 
     ``extra`` (workload, C): stages run after the ladder for every target in turn (a crossover's
     refinement rounds), their steps numbered on from the ladder's."""
-    n = range(len(targets))
-    order = [(ti, w, step, c) for w in workloads for step, c in enumerate(ladder) for ti in n]
+    rows = rotation(len(targets))
+    order, k = [], 0
+    for w in workloads:
+        for step, c in enumerate(ladder):
+            order += [(ti, w, step, c) for ti in rows[k % len(rows)]]
+            k += 1
     if by_target:
         order.sort(key=lambda x: x[0])  # stable: workload and ladder order kept
-    order += [(ti, w, len(ladder) + k, c) for k, (w, c) in enumerate(extra) for ti in n]
+    for j, (w, c) in enumerate(extra):
+        order += [(ti, w, len(ladder) + j, c) for ti in rows[k % len(rows)]]
+        k += 1
     return [Slot(i, step, w, c, targets[ti]) for i, (ti, w, step, c) in enumerate(order)]
 
 

@@ -12,7 +12,8 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
                  connect_timeout, read_timeout, loop, server_metrics_interval,
                  reset_cache, keep_parts
     [slo]        ttft_ms, itl_ms, tpot_ms, e2e_ms (one key per metric with an SLO)
-    [targets.X]  url, protocol, model, headers, spec_details   (stages alternate in file order)
+    [targets.X]  url, protocol, model, headers, spec_details, adaptive   (any number: the first
+                 is the reference, the others candidates; stages rotate in file order)
                  start, health, stop_signal, startup_timeout (loadgen crossover: a command
                  that starts the server, run one target at a time)
     [simulator]  profile, time_scale, metrics_flavour, seed, modes, pin   (used when no [targets] is given)
@@ -33,6 +34,7 @@ from loadgen.metrics import SLO_METRICS
 from loadgen.client.protocols import PROTOCOLS
 from loadgen.settings import knobs as K
 from loadgen.settings.knobs import Knob
+from loadgen.settings.parse import LABEL
 from loadgen.settings.parse import duration as parse_duration
 
 
@@ -49,6 +51,9 @@ class TargetConf:
     health: str = "/health"
     stop_signal: str = "SIGINT"
     startup_timeout_s: float = 900.0
+    adaptive: bool = False
+    """A configuration that adapts on its own (switches speculation by load): the analysis measures it
+    against the best of the others at each C rather than choosing it for a region."""
 
     def as_dict(self) -> dict:
         return {"label": self.label, "url": self.url, "protocol": self.protocol, "model": self.model,
@@ -221,11 +226,15 @@ class _Checker:
         return url.rstrip("/")
 
     def modes(self, key: str, modes: Any) -> tuple[str, ...]:
+        """A list of simulator modes, the first the reference (a Locust option gives them comma-separated).
+        Which modes exist is the profile's to say: the simulators are checked against it before they start."""
+        if isinstance(modes, str):
+            modes = [m.strip() for m in modes.split(",") if m.strip()]
         if not isinstance(modes, list) or not modes:
             raise self.fail(key, f"expected a non-empty list like [\"baseline\", \"spec\"], got {modes!r}")
         for m in modes:
-            if m not in ("baseline", "spec"):
-                raise self.fail(key, f"expected \"baseline\" or \"spec\", got {m!r}")
+            if not isinstance(m, str) or not LABEL.match(m):
+                raise self.fail(key, f"expected mode names such as \"baseline\", \"spec\", \"spec-topk4\", got {m!r}")
         if len(set(modes)) != len(modes):
             raise self.fail(key, f"{modes!r} names a mode twice")
         return tuple(modes)
@@ -250,7 +259,7 @@ class _Checker:
 RUN_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("run"))
 SLO_KEYS = tuple(m.slo_key for m in SLO_METRICS)  # the metrics registry says which metrics take an SLO
 TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
-               "startup_timeout")
+               "startup_timeout", "adaptive")
 SIM_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("simulator"))
 TOP_KEYS = ("run", "slo", "targets", "simulator", "tool")
 
@@ -320,6 +329,10 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
             tc.stop_signal = c.string(f"{key}.stop_signal", t["stop_signal"]).upper()
             if not isinstance(getattr(signal, tc.stop_signal, None), signal.Signals):
                 raise c.fail(f"{key}.stop_signal", f"unknown signal {t['stop_signal']!r} (e.g. SIGINT, SIGTERM)")
+        if "adaptive" in t:
+            tc.adaptive = c.boolean(f"{key}.adaptive", t["adaptive"])
+        if not LABEL.match(label):
+            raise c.fail(key, f"{label!r} is not a label (letters, digits, '_', '.', '+', '-')")
         if "startup_timeout" in t:
             tc.startup_timeout_s = c.seconds(f"{key}.startup_timeout", t["startup_timeout"])
         cfg.targets.append(tc)
@@ -397,6 +410,11 @@ def with_overrides(cfg: RampConfig, **cli: Any) -> RampConfig:
     if given("requests") and not given("duration"):
         cfg.duration_s = None  # a window closed by its request count only
     return cfg
+
+
+def check_url(key: str, v: Any) -> str:
+    """An http(s) base URL without its trailing slash, or one line naming ``key``."""
+    return _Checker("").url(key, v)
 
 
 def check_reachable(targets: list[TargetConf], timeout_s: float = 3.0, source: str = "config") -> None:

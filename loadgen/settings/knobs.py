@@ -231,6 +231,17 @@ class Settings:
 
     # target(s)
     label: str | None = knob("--label", "target label in results (default: baseline/url)", fronts=("run",))
+    target: list | None = knob(
+        "--target", "LABEL=URL, a configuration to compare (repeatable): the first is the reference (the "
+        "baseline), every other a candidate; with --url, --start alone names them", action="append",
+        metavar="LABEL=URL", fronts=("crossover",))
+    start: list | None = knob(
+        "--start", "LABEL=CMD, the command that starts that configuration's server (repeatable; loadgen runs "
+        "one server at a time)", action="append", metavar="LABEL=CMD", fronts=("crossover",))
+    adaptive: list | None = knob(
+        "--adaptive", "LABEL of a configuration that adapts on its own (e.g. switches speculation by load): "
+        "compared against the best of the others at each C (repeatable)", action="append", metavar="LABEL",
+        fronts=("crossover",))
     baseline_url: str | None = knob(
         "--baseline-url", "baseline server; omit both URLs to use the embedded simulator", fronts=("crossover",))
     spec_url: str | None = knob("--spec-url", "speculative server", fronts=("crossover",))
@@ -277,8 +288,9 @@ class Settings:
         "--sim-profile", f"embedded simulator profile (default {SIM_PROFILE})", fronts=FRONTS, default=SIM_PROFILE,
         toml="simulator.profile", attr="simulator.profile", check="string", section="sim")
     sim_mode: str | None = knob(
-        "--sim-mode", "baseline or speculative (default baseline)", fronts=("run",), default="baseline",
-        choices=("baseline", "spec"), section="sim")
+        "--sim-mode", "the simulator's configuration: baseline, spec, or another of its profile's modes "
+        "(pcie-8gpu-eagle3: spec-topk4, spec-adaptive; default baseline)", fronts=("run",), default="baseline",
+        parse=parse.label, section="sim")
     sim_time_scale: float | None = knob(
         "--sim-time-scale", "run the simulated schedule this many times faster (default {default:g})",
         fronts=FRONTS, default=SIM_TIME_SCALE, default_by={"crossover": CROSSOVER_SIM_TIME_SCALE}, type=float,
@@ -289,7 +301,12 @@ class Settings:
         fronts=FRONTS, default="sglang", choices=("sglang", "vllm"), toml="simulator.metrics_flavour",
         attr="simulator.metrics_flavour", check="choice", check_kw={"choices": ("sglang", "vllm")}, section="sim")
     sim_seed: int | None = knob(None, toml="simulator.seed", attr="simulator.seed", check="integer")
-    sim_modes: tuple | None = knob(None, toml="simulator.modes", attr="simulator.modes", check="modes")
+    sim_modes: str | None = knob(
+        "--sim-modes", "embedded simulator configurations, comma-separated, the first the reference (default "
+        "baseline,spec; the pcie-8gpu-eagle3 profile also has spec-topk4 and spec-adaptive)",
+        fronts=("crossover", "locust"),
+        parse=lambda text, flag: tuple(parse.names(text, flag)) if text else None,
+        toml="simulator.modes", attr="simulator.modes", check="modes", section="sim")
     sim_pin: bool | None = knob(None, toml="simulator.pin", attr="simulator.pin", check="boolean")
 
 

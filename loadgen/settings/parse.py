@@ -1,4 +1,4 @@
-"""Parsing of the option values several commands share: durations, ladders, SLOs, headers."""
+"""Parsing of the option values several commands share: durations, ladders, SLOs, headers, labelled values."""
 
 from __future__ import annotations
 
@@ -60,4 +60,42 @@ def headers(items: list[str] | None) -> dict:
         if not sep or not key.strip():
             raise LoadgenError(f"--header: {item!r} is not 'Name: value'")
         out[key.strip()] = value.strip()
+    return out
+
+
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+"""A configuration's label: it names files (``LABEL.server.log``), CSV rows and report colours."""
+
+
+def label(text: str, what: str) -> str:
+    text = str(text).strip()
+    if not LABEL.match(text):
+        raise LoadgenError(f"{what}: {text!r} is not a label (letters, digits, '_', '.', '+', '-'; "
+                           "starting with a letter or digit)")
+    return text
+
+
+def labelled(items: list[str] | None, what: str, value: str) -> list[tuple[str, str]]:
+    """['base=http://a', 'eagle=http://b'] → [(label, value)] in the order given; a label given twice,
+    or an item without '=', is a one-line error naming ``what`` (``--target``)."""
+    out: list[tuple[str, str]] = []
+    for item in items or []:
+        name, sep, v = str(item).partition("=")
+        if not sep or not v.strip():
+            raise LoadgenError(f"{what}: expected LABEL={value}, got {item!r}")
+        name = label(name, what)
+        if any(name == n for n, _ in out):
+            raise LoadgenError(f"{what}: label {name!r} is given twice (each configuration needs its own label)")
+        out.append((name, v.strip()))
+    return out
+
+
+def names(text: str | None, what: str) -> list[str]:
+    """'baseline,spec,spec-topk4' → a list of distinct labels."""
+    out = [label(x, what) for x in str(text or "").split(",") if x.strip()]
+    if not out:
+        raise LoadgenError(f"{what}: the list is empty")
+    seen = {x for x in out if out.count(x) > 1}
+    if seen:
+        raise LoadgenError(f"{what}: {sorted(seen)[0]!r} is named twice")
     return out

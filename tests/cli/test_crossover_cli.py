@@ -101,11 +101,13 @@ headless = true
     p = loadgen("crossover", "--config", str(cfg), "--ladder", "2", "--out", str(out), "--no-report")
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
-    # --ladder won over the file's; the mix is one workload (one ladder), its requests code and chat
-    assert [(s["target"], s["concurrency"]) for s in doc["stages"]] == [("baseline", 2), ("spec", 2)]
+    # --ladder won over the file's; the mix is one workload (one ladder), its requests code and chat;
+    # the configurations keep their [targets.*] labels, the first the reference
+    assert [(s["target"], s["concurrency"]) for s in doc["stages"]] == [("base", 2), ("eagle", 2)]
+    assert doc["run"]["roles"] == {"baseline": "base", "spec": "eagle"}
     assert set().union(*(s["workloads"] for s in doc["stages"])) == {"code", "chat"}
-    assert doc["run"]["servers"]["spec"]["speculative"] is True
-    assert "stopping baseline" in p.stderr
+    assert doc["run"]["servers"]["eagle"]["speculative"] is True
+    assert "stopping base" in p.stderr
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
@@ -125,7 +127,20 @@ def test_errors_are_one_line(tmp_path):
     cases.append((["--config", str(bad)], "targets.a.stop_signal"))
     one = tmp_path / "one.toml"
     one.write_text('[targets.a]\nurl = "http://127.0.0.1:1"\n')
-    cases.append((["--config", str(one)], "exactly two"))
+    cases.append((["--config", str(one)], "at least two configurations"))
+    u = f"http://127.0.0.1:{port}"
+    cases += [
+        (["--target", f"a={u}", "--target", f"a={u}"], "label 'a' is given twice"),
+        (["--target", f"a={u}"], "--target: at least two configurations"),
+        (["--target", "a"], "expected LABEL=URL"),
+        (["--target", "a=ftp://x", "--target", f"b={u}"], "is not an http(s) URL"),
+        (["--target", f"a={u}", "--target", f"b={u}", "--start", f"c=true"], "'c' names no --target"),
+        (["--target", f"a={u}", "--target", f"b={u}", "--adaptive", "z"], "'z' names no configuration"),
+        (["--target", f"a={u}", "--baseline-url", u], "not both"),
+        (["--target", f"a={u}", "--target", f"b={u}", "--sim-modes", "baseline,spec"], "--sim-modes"),
+        (["--sim-modes", "baseline,warp"], "has no mode 'warp'"),
+        (["--sim-modes", "baseline,baseline"], "named twice"),
+    ]
     for args, words in cases:
         p = loadgen("crossover", *args, "--out", str(tmp_path / "o"), timeout=120)
         lines = p.stderr.strip().splitlines()
