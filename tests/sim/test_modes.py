@@ -192,3 +192,17 @@ def test_known_switches_small_grid():
     assert mark == "✗" and "does not switch eagle → tree between C=5 and 30" in words
     with pytest.raises(LoadgenError, match="no simulator mode for target 'other'"):
         known.known_switches(SIM, "chat", LABELS, [{**sw[0], "to": "other"}], forwards=500)
+
+
+def test_topk4_live_server_flattens_near_350():
+    # the live server runs the same schedule time_scale times faster: its tok/s ÷ scale is the model's
+    from loadgen.sim.closedloop import closed_loop
+
+    got = {}
+    for scale, c, per_user in ((10.0, 10, 2), (20.0, 70, 2)):
+        with SimProcess(profile=PROFILE, mode="spec-topk4", time_scale=scale, seed=11) as sim:
+            res = asyncio.run(closed_loop(sim.url, c, per_user, max_tokens=200))
+        assert res.output_tokens == 200 * c * per_user
+        got[c] = res.tok_per_s / scale
+    assert abs(got[10] / TABLE[10][1] - 1) < 0.15, got
+    assert abs(got[70] / 350 - 1) < 0.15, got
