@@ -1,4 +1,4 @@
-"""loadgen inside Locust: the LLM user, the two-target ramp shape, master/worker merging, a web UI tab.
+"""loadgen inside Locust: the LLM user, the ramp shape over two or more targets, master/worker merging, a web UI tab.
 
 Use from a locustfile (see scenarios/ramp.py)::
 

@@ -6,9 +6,15 @@ local executor, or as a ``loadgen_stage`` message to every worker), tells the
 shape how many users to run, waits for every process's stage result, merges
 them exactly (``StageResult.merge``: HDR histograms, counters and timelines
 add) and writes the merged stage with ``ResultsWriter`` before the next stage
-begins. Order: A@C1, B@C1, A@C2, B@C2, ... so drift hits both targets alike
-(loadgen.run.order.stage_order, the order ``loadgen run`` takes too); both
-targets' stages at one concurrency use the same prompt seed.
+begins. Order: loadgen.run.order.stage_order, the order ``loadgen crossover`` takes too: two targets
+alternate (A@C1, B@C1, A@C2, B@C2, ...) so drift hits both alike; three or more rotate through a
+Williams design's rows (A B C @C1, B C A @C2, ...: none always first, last or behind a given other).
+Every target's stage at one concurrency uses the same prompt seed (the same request sequence).
+
+The results document says which configurations it compares, as ``loadgen crossover`` writes them:
+``roles`` (the reference and the first candidate) and ``configurations`` (the reference, the
+candidates, and the adaptive ones: ``adaptive = true`` targets, or a simulator mode its profile marks
+adaptive), so ``loadgen crossover --from OUT/ramp.json`` gives the N-configuration analysis.
 
 A worker that goes missing (Locust's heartbeat) or never reports: the master
 logs it, merges the other workers' data, and marks the stage incomplete.
@@ -50,8 +56,9 @@ REPORT_GRACE_S = 30.0
 
 
 def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") -> list[StagePlan]:
-    """The ramp's stages, in the one stage order of loadgen/run/order.py (A@C1, B@C1, A@C2, …), each with
-    its fixed warm-up plan (order.fixed_spec: Locust spawns a stage's users together)."""
+    """The ramp's stages, in the one stage order of loadgen/run/order.py (A@C1, B@C1, A@C2, … for two; a
+    Williams rotation for three or more), each with its fixed warm-up plan (order.fixed_spec: Locust spawns a
+    stage's users together)."""
     plans = []
     for slot in stage_order(targets, cfg.ladder, [cfg.workload]):
         spec = fixed_spec(slot.concurrency, cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests,
@@ -65,6 +72,17 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
             read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id,
         ))
     return plans
+
+
+def configurations(targets: list[TargetConf]) -> dict:
+    """``roles`` and ``configurations`` of the results document, as ``loadgen crossover`` writes them (the
+    analysis reads them: analysis/compare.configurations); nothing for a one-target ramp, which compares none."""
+    labels = [t.label for t in targets]
+    if len(labels) < 2:
+        return {}
+    return {"roles": {"baseline": labels[0], "spec": labels[1]},
+            "configurations": {"reference": labels[0], "candidates": labels[1:],
+                               "adaptive": [t.label for t in targets if t.adaptive]}}
 
 
 class _Running:
@@ -140,6 +158,7 @@ class Conductor:
             "ladder": list(self.cfg.ladder),
             "order": [f"{p.label}@{p.concurrency}" for p in self.plans],
             "targets": [{k: v for k, v in t.as_dict().items() if k != "headers"} for t in self.targets],
+            **configurations(self.targets),
             "locust": {"mode": "distributed" if self.distributed else "local"},
             **self.meta,
         }

@@ -8,7 +8,9 @@
   (``loadgen: error: ...``) and exit status 2.
 - ``init``: local runner → executor + conductor; master → conductor; worker →
   executor. With no target configured, the master/local process starts the
-  embedded simulator once per mode (baseline, spec) and stops it on quit.
+  embedded simulator once per mode (``simulator.modes`` / ``--sim-modes``: baseline, spec, or
+  any of the profile's modes, the first the reference; every mode checked against the profile
+  before any starts) and stops them on quit.
 - ``test_stop``: a stopped test drops the running stage and closes the results.
 """
 
@@ -63,7 +65,7 @@ def add_options(parser, **kw) -> None:
         if not _state["checked"] and not getattr(ns, "worker", False):
             _state["checked"] = True
             try:
-                _state["cfg"] = check(config_from_options(ns))
+                _state["cfg"] = check(config_from_options(ns), ns)
             except LoadgenError as exc:
                 _die(exc)
         return ns
@@ -71,12 +73,31 @@ def add_options(parser, **kw) -> None:
     parser.parse_args = parse_args
 
 
-def check(cfg: RampConfig) -> RampConfig:
-    """Everything that can be checked before any load is sent."""
+def check(cfg: RampConfig, options=None) -> RampConfig:
+    """Everything that can be checked before any load is sent (or any simulator started)."""
     cfgmod.check_workload(cfg)
     if cfg.targets:
         cfgmod.check_reachable(cfg.targets, source=cfg.source)
+    else:
+        given = getattr(options, "sim_modes", None)
+        check_modes(cfg, "--sim-modes" if given and str(given).strip() else f"{cfg.source}: simulator.modes")
     return cfg
+
+
+def check_modes(cfg: RampConfig, where: str = "--sim-modes"):
+    """Every simulator mode is one its profile has (one line naming the first that is not); the profile back.
+
+    The same check as ``loadgen crossover``'s (cli/front.check_modes), asked of the profile directly:
+    the Locust front does not import the CLI's."""
+    from loadgen.sim import profiles
+
+    sim = cfg.simulator
+    prof = profiles.load(sim.profile)
+    have = prof.modes()
+    for m in sim.modes:
+        if m not in have:
+            raise LoadgenError(f"{where}: profile {sim.profile} has no mode {m!r} (it has: {', '.join(have)})")
+    return prof
 
 
 # --- process setup ------------------------------------------------------------------------------
@@ -91,7 +112,7 @@ def on_init(environment, runner=None, **kw) -> None:
         setup_worker(environment, runner)
         return
     try:
-        cfg = _state["cfg"] or check(config_from_options(environment.parsed_options))
+        cfg = _state["cfg"] or check(config_from_options(environment.parsed_options), environment.parsed_options)
     except LoadgenError as exc:
         _die(exc)
     _state["cfg"] = cfg
@@ -118,11 +139,16 @@ def on_init(environment, runner=None, **kw) -> None:
 
 
 def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | None]:
-    """The configured targets, or embedded simulators (one per mode) started now."""
+    """The configured targets, or embedded simulators (one per mode, the first the reference) started now;
+    a mode its profile marks adaptive (spec-adaptive) is an adaptive target."""
     if cfg.targets:
         return cfg.targets, {}, None
     from loadgen.sim.process import SimProcess
 
+    try:
+        prof = check_modes(cfg)  # before any simulator starts (check() has said so already on a normal start)
+    except LoadgenError as exc:
+        _die(exc)
     sim = cfg.simulator
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     pin = sim.pin and len(cpus) > 1
@@ -133,7 +159,7 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
             proc = stack.enter_context(SimProcess(profile=sim.profile, mode=mode, time_scale=sim.time_scale,
                                                   seed=sim.seed, cpu=cpus[0] if pin else None,
                                                   metrics_flavour=sim.metrics_flavour))
-            targets.append(TargetConf(mode, proc.url))
+            targets.append(TargetConf(mode, proc.url, adaptive=prof.is_adaptive(mode)))
             log.info("loadgen: no target configured: embedded simulator (%s, %s, time scale %g) at %s",
                      sim.profile, mode, sim.time_scale, proc.url)
     except LoadgenError as exc:
@@ -144,9 +170,13 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
     load_cpus = cpus[1:] if pin else None
     if load_cpus:
         os.sched_setaffinity(0, set(load_cpus))
-    meta = {"simulator": {"profile": sim.profile, "modes": list(sim.modes), "time_scale": sim.time_scale,
+    # As `loadgen crossover` writes it: modes label → mode, and the lengths, so that `loadgen crossover --from`
+    # can recompute the traffic the simulators saw for their own answer (sim.known).
+    meta = {"simulator": {"profile": sim.profile, "modes": {m: m for m in sim.modes}, "time_scale": sim.time_scale,
                           "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None,
-                          "metrics_flavour": sim.metrics_flavour}}
+                          "metrics_flavour": sim.metrics_flavour, "protocol": "sglang",
+                          "max_tokens": cfg.max_tokens, "prompt_tokens": cfg.prompt_tokens,
+                          "ignore_eos": cfg.ignore_eos, "tokenizer": cfg.tokenizer}}
     return targets, meta, load_cpus
 
 

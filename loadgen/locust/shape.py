@@ -1,4 +1,4 @@
-"""The ramp as a Locust LoadTestShape: one stage at a time, both targets alternating.
+"""The ramp as a Locust LoadTestShape: one stage at a time, in the run's stage order.
 
 Locust calls ``tick()`` about once a second on the local runner or the master;
 the conductor answers with the current stage's user count (= its concurrency)
@@ -14,7 +14,7 @@ from locust import LoadTestShape
 
 
 class RampShape(LoadTestShape):
-    """A@C1, B@C1, A@C2, B@C2, ... (the conductor's plan; see loadgen/locust/conductor.py)."""
+    """A@C1, B@C1, A@C2, B@C2, ... for two targets, a rotation for more (the conductor's plan; conductor.py)."""
 
     use_common_options = False
 

@@ -1,4 +1,4 @@
-"""A stage of the two-target ramp, as plain data: what the conductor sends to each load process.
+"""A stage of the ramp, as plain data: what the conductor sends to each load process.
 
 Everything a process needs to run its share of a stage travels in the plan
 (target URL and protocol, workload, lengths, SLOs, timeouts), so a worker on
@@ -22,9 +22,9 @@ from loadgen.client.target import Target
 @dataclass
 class StagePlan:
     index: int
-    """Position in the run (A@1 is 0, B@1 is 1, A@2 is 2, ...): the results' ``stage_index``."""
+    """Position in the run (A@1 is 0, B@1 is 1, A@2 is 2, ... for two targets): the results' ``stage_index``."""
     step: int
-    """Position in the ladder: both targets' stages at one concurrency share it (and the prompt seed)."""
+    """Position in the ladder: every target's stage at one concurrency shares it (and the prompt seed)."""
     target: dict
     concurrency: int
     warmup_s: float = 5.0

@@ -50,7 +50,9 @@ def test_example_config_is_the_defaults():
     ("[targets.a]\nurl = \"http://h:1\"\nprotocol = \"grpc\"\n", "x.toml: targets.a.protocol: unknown protocol 'grpc'"),
     ("[targets.a]\nurl = \"http://h:1\"\nheaders = { X = 1 }\n", "x.toml: targets.a.headers.X: expected a string"),
     ("[targets.a]\nurl = \"http://h:1\"\nmodle = \"m\"\n", "x.toml: targets.a.modle: unknown key"),
-    ("[simulator]\nmodes = [\"fast\"]\n", "x.toml: simulator.modes: expected \"baseline\" or \"spec\""),
+    ("[simulator]\nmodes = []\n", "x.toml: simulator.modes: expected a non-empty list"),
+    ("[simulator]\nmodes = [\"spec\", \"spec\"]\n", "x.toml: simulator.modes: ['spec', 'spec'] names a mode twice"),
+    ("[simulator]\nmodes = [\"a b\"]\n", "x.toml: simulator.modes: expected mode names"),
     ("[simulator]\ntime_scale = 0\n", "x.toml: simulator.time_scale: must be > 0"),
 ])
 def test_bad_values_name_the_key_in_one_line(text, message):
@@ -160,7 +162,7 @@ def test_the_locust_options_are_the_defined_ones_and_every_old_one_works():
     assert got["ns"] == {"ladder": "1,3", "warmup": None, "duration": "7s", "requests": "9", "seed": None,
                              "workload": "code", "out": None, "server_metrics_interval": None,
                              "reset_cache": False, "keep_parts": False, "sim_profile": None,
-                             "sim_time_scale": None, "sim_metrics_flavour": None}
+                             "sim_time_scale": None, "sim_metrics_flavour": None, "sim_modes": None}
     assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration",
                      "loadgen: note: --stage-requests is deprecated; use --requests",
                      "loadgen: note: --workloads is deprecated; use --workload",
@@ -181,7 +183,7 @@ def test_an_old_name_in_the_files_tool_locust_table_works(tmp_path):
 # a Locust option's text and the same value in the TOML file, by how the knob is checked
 SAMPLES = {"ladder": ("1,3", [1, 3]), "seconds": ("7s", "7s"), "integer": ("3", 3), "word": ("code", "code"),
            "nonblank": ("res/x", "res/x"), "number": ("2.5", 2.5), "string": ("fast", "fast"),
-           "boolean": (True, True)}
+           "boolean": (True, True), "modes": ("baseline,spec-topk4", ["baseline", "spec-topk4"])}
 
 
 def _locust_knobs():

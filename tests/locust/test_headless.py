@@ -34,7 +34,9 @@ def test_short_ramp_writes_both_targets_stage_by_stage(tmp_path):
         assert StageResult.from_dict(s).to_dict()["itl"] == s["itl"]
     run = doc["run"]
     assert run["order"] == ["baseline@1", "spec@1", "baseline@2", "spec@2"] and run["finished_unix"]
-    assert run["interrupted"] is False and run["simulator"]["modes"] == ["baseline", "spec"]
+    assert run["interrupted"] is False and run["simulator"]["modes"] == {"baseline": "baseline", "spec": "spec"}
+    assert run["roles"] == {"baseline": "baseline", "spec": "spec"}
+    assert run["configurations"] == {"reference": "baseline", "candidates": ["spec"], "adaptive": []}
     rows = list(csv.DictReader(open(tmp_path / "results" / "ramp" / "ramp.csv")))
     assert [(r["target"], r["concurrency"]) for r in rows] == [("baseline", "1"), ("spec", "1"),
                                                                ("baseline", "2"), ("spec", "2")]
