@@ -1,0 +1,387 @@
+"""The policy of N configurations written in the engines' own terms, where an engine has one.
+
+In: the policy's steps in running-batch terms (a list of dicts, in C order: ``labels`` — one best, or
+several that tie —, ``batch_from`` / ``batch_to`` — the running batch the servers measured at the
+step's edges, floats, None at the open ends or where it was not measured —, ``c_from`` / ``c_to``,
+optionally ``batch_to_ci`` = [low, high], the switch's interval in batch terms), the run's
+``reference`` label and ``servers`` (run.json's ``run.servers``: label → what loadgen's probe found,
+``engine`` and ``server_info``). Out: a :class:`Translation`: the :class:`EngineTerm` of every engine
+that can express the policy on one server, and one line per reason it cannot.
+
+What the engines read (upstream source, as of this writing):
+
+- SGLang ``--speculative-adaptive --speculative-adaptive-config FILE``
+  (``python/sglang/srt/speculative/adaptive_spec_params.py``): a JSON object whose integer-string
+  keys are batch-size lower bounds, each ``{"candidate_steps": [...]}`` (+ optional EMA knobs); a
+  batch uses the largest key ≤ its size, after padding the size up to the next captured CUDA-graph
+  batch size (``adaptive_step_router.py``); steps 0 turns drafting off; each tier runs with
+  ``num_draft_tokens = steps + 1``. Only EAGLE/EAGLE3 with ``speculative_eagle_topk`` 1 (else SGLang
+  silently keeps static settings: ``adaptive_unsupported_reason``). A single candidate per tier
+  pins the steps, so the EMA has nothing to choose. Batch-size keys came with PR #24055; builds with
+  only PR #21599 read a flat ``{"candidate_steps": [...]}`` and cannot key by batch size.
+- vLLM ``--speculative-config`` key ``num_speculative_tokens_per_batch_size``
+  (``vllm/config/speculative.py``; checked by ``vllm/v1/spec_decode/dynamic/utils.py``, PR #32374):
+  a list of ``[bs_lo, bs_hi, K]`` with inclusive, sorted, non-overlapping ranges starting at 1;
+  K 0 is allowed, each K is clamped to ``num_speculative_tokens`` (the launch maximum, > 0), and a
+  gap or a batch above the last range keeps the previous K. ``vllm bench sweep tune_speculative_k``
+  writes the same list. The batch is the number of requests scheduled in the step.
+- llama.cpp: no load-dependent draft setting (draft sizes are fixed at launch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+SGLANG_ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+VLLM_LAST_RANGE_END = 1024
+"""The end of vLLM's last range when the server's max_num_seqs is unknown (vLLM keeps the last K beyond it)."""
+
+
+@dataclass
+class EngineTerm:
+    """The policy as one engine's setting: ``config`` is what the engine reads (a JSON file's text, or
+    a ``--speculative-config`` value), ``flags`` the launch flags that go with it, ``text`` one sentence,
+    ``caveat`` what the setting does not reproduce of the measured configurations."""
+
+    engine: str
+    text: str
+    config: str
+    caveat: str
+    flags: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Translation:
+    terms: list[EngineTerm] = field(default_factory=list)
+    cannot: list[str] = field(default_factory=list)
+    """One line per reason the policy has no engine form (different engines, topk>1, llama.cpp, …)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"terms": [t.to_dict() for t in self.terms], "cannot": list(self.cannot)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Translation":
+        return cls([EngineTerm(**t) for t in d.get("terms", [])], list(d.get("cannot", [])))
+
+    def lines(self) -> list[str]:
+        """For the terminal: each term's sentence, its config and caveat, then what cannot be expressed."""
+        out = []
+        for t in self.terms:
+            out.append(f"{t.engine}: {t.text}")
+            if t.flags:
+                out.append(f"  flags: {t.flags}")
+            out.append(f"  config: {t.config}")
+            if t.caveat:
+                out.append(f"  caveat: {t.caveat}")
+        out += [f"not in engine terms: {x}" for x in self.cannot]
+        return out
+
+
+# ------------------------------------------------------------------------------------- configurations
+
+
+@dataclass
+class _Config:
+    """One configuration as the policy needs it: its engine, whether it speculates, and the one number a
+    per-batch setting can change (SGLang's num_steps, vLLM's K); ``same`` is what must match across the
+    policy's configurations for one server to play them all."""
+
+    label: str
+    engine: str
+    speculative: bool | None
+    steps: int | None
+    same: dict[str, Any]
+    info: dict[str, Any]
+    why_not: str = ""
+
+
+def _sglang(label: str, probe: Mapping) -> _Config:
+    info = dict(probe.get("server_info") or {})
+    algo = info.get("speculative_algorithm")
+    if not algo:
+        return _Config(label, "sglang", False, 0, {"model": info.get("model_path")}, info)
+    topk = info.get("speculative_eagle_topk")
+    steps = info.get("speculative_num_steps")
+    why = ""
+    if str(algo).upper() not in SGLANG_ADAPTIVE_ALGORITHMS:
+        why = f"{label} runs {algo}; SGLang's adaptive tiers take only EAGLE/EAGLE3"
+    elif topk not in (None, 1):
+        why = (f"{label} runs EAGLE topk={topk}; SGLang's adaptive tiers take only topk=1 "
+               "(tree drafts keep static settings)")
+    elif not isinstance(steps, int) or steps < 1:
+        why = f"{label}'s server does not report speculative_num_steps"
+    same = {"model": info.get("model_path"), "algorithm": str(algo).upper(),
+            "draft": info.get("speculative_draft_model_path"),
+            "overlap": not info.get("disable_overlap_schedule", False)}
+    return _Config(label, "sglang", True, steps if isinstance(steps, int) else None, same, info, why)
+
+
+def _vllm(label: str, probe: Mapping) -> _Config:
+    info = dict(probe.get("server_info") or {})
+    spec = info.get("speculative_config")
+    spec = dict(spec) if isinstance(spec, Mapping) else {}
+    k = info.get("num_speculative_tokens", spec.get("num_speculative_tokens"))
+    speculative = probe.get("speculative")
+    if speculative is None and (spec or k is not None):
+        speculative = bool(k)
+    same = {"model": (probe.get("models") or [None])[0], "method": spec.get("method"), "draft": spec.get("model")}
+    return _Config(label, "vllm", speculative, k if isinstance(k, int) else None, same, {**info, "_spec": spec})
+
+
+def _config(label: str, probe: Mapping | None) -> _Config:
+    probe = probe or {}
+    engine = str(probe.get("engine") or "unknown")
+    if engine == "sglang":
+        return _sglang(label, probe)
+    if engine == "vllm":
+        return _vllm(label, probe)
+    return _Config(label, engine, probe.get("speculative"), None, {}, dict(probe.get("server_info") or {}))
+
+
+# ------------------------------------------------------------------------------------------- the policy
+
+
+@dataclass
+class _Step:
+    label: str
+    edge: float | None
+    """The running batch at this step's lower edge (None for the first step)."""
+    ci: tuple[float, float] | None
+    tie: list[str]
+    """The other labels this step's configurations tie with (the choice there is free)."""
+
+
+def _resolve(steps: Sequence[Mapping], reference: str) -> list[_Step] | str:
+    """One label per step (a tie takes the reference if it is among them, else a neighbour's label, else its
+    first), merged
+    where consecutive steps take the same one; a reason string where the batch edges are missing."""
+    picks: list[str] = []
+    for i, s in enumerate(steps):
+        labels = list(s.get("labels") or [])
+        if not labels:
+            return "a policy step names no configuration"
+        if len(labels) == 1:
+            picks.append(labels[0])
+            continue
+        near = [picks[-1]] if picks else []
+        if i + 1 < len(steps) and len(steps[i + 1].get("labels") or []) == 1:
+            near.append(steps[i + 1]["labels"][0])
+        # speculation that does not measurably pay is not worth its memory: a tie with the reference takes it
+        order = ([reference] if reference in labels else []) + [x for x in near if x in labels] + labels
+        picks.append(order[0])
+    out: list[_Step] = []
+    for i, (s, pick) in enumerate(zip(steps, picks)):
+        ties = [x for x in (s.get("labels") or []) if x != pick]
+        if out and out[-1].label == pick:
+            out[-1].tie += [x for x in ties if x not in out[-1].tie]
+            continue
+        edge, ci = None, None
+        if out:
+            edge = s.get("batch_from")
+            if edge is None or not math.isfinite(float(edge)):
+                c = s.get("c_from")
+                return ("the running batch at the switch " + (f"near C={float(c):.3g} " if c is not None else "")
+                        + "was not measured (no /metrics from the servers there), and the engines' settings are "
+                        "in batch size, not concurrency")
+            edge = float(edge)
+            raw = steps[i - 1].get("batch_to_ci")
+            if isinstance(raw, (list, tuple)) and len(raw) == 2 and None not in raw:
+                ci = (float(raw[0]), float(raw[1]))
+        out.append(_Step(pick, edge, ci, ties))
+    return out
+
+
+def _threshold(edge: float) -> int:
+    """Speculate up to and including the measured batch ``edge`` (a mean, not an integer), switch above it."""
+    return max(2, math.floor(edge) + 1)
+
+
+def _graph_sizes(info: Mapping) -> list[int] | None:
+    if info.get("disable_cuda_graph"):
+        return None
+    for key in ("cuda_graph_bs_decode", "cuda_graph_bs"):
+        v = info.get(key)
+        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            return sorted(v)
+    return None
+
+
+def _sglang_key(t: int, graphs: list[int] | None) -> tuple[int, str]:
+    """The tier key whose effective first batch is nearest ``t``. SGLang pads a batch up to the next captured
+    CUDA-graph size before choosing its tier, so a key k takes effect from (largest captured size < k) + 1:
+    the achievable edges are g + 1 for captured g, and anything above the largest captured size."""
+    if not graphs or t > graphs[-1]:
+        return t, ""
+    edges = sorted({g + 1 for g in graphs if g + 1 <= graphs[-1] + 1})
+    k = min(edges, key=lambda e: (abs(e - t), e))
+    if k == t:
+        return t, ""
+    return k, (f"the server captures CUDA graphs at batch sizes {graphs[:12]}{'…' if len(graphs) > 12 else ''} "
+               f"and pads a batch up to the next one before choosing the tier, so a tier can start only just above "
+               f"a captured size: {k} is the nearest to the measured {t}")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+
+
+# ------------------------------------------------------------------------------------------- the engines
+
+
+def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> EngineTerm:
+    spec = [cfgs[s.label] for s in seq if cfgs[s.label].speculative]
+    top = max(spec, key=lambda c: c.steps or 0)
+    graphs = _graph_sizes(top.info)
+    tiers: dict[str, dict] = {}
+    rules, notes = [], []
+    for i, s in enumerate(seq):
+        c = cfgs[s.label]
+        steps = c.steps if c.speculative else 0
+        if i == 0:
+            key, why = 1, ""
+        else:
+            key, why = _sglang_key(_threshold(s.edge), graphs)
+            if why:
+                notes.append(why)
+            elif graphs is None and not top.info.get("disable_cuda_graph") and key > 2:
+                notes.append(f"SGLang pads a batch up to the next captured CUDA-graph size before choosing the tier, "
+                             f"so the tier at {key} starts just above the largest captured size below {key}; the "
+                             f"server did not list its sizes (capture {key - 1} — --cuda-graph-bs, "
+                             "--cuda-graph-bs-decode on newer builds — to make it exact)")
+        tiers[str(key)] = {"candidate_steps": [steps]}
+        what = f"{steps} steps ({s.label})" if steps else f"speculation off ({s.label})"
+        span = f"running batch ≥ {key}" if i else "from batch 1"
+        if i and s.ci:
+            span += (f" (measured switch at a mean running batch of {_fmt(s.edge)}, "
+                     f"joint interval {_fmt(s.ci[0])}–{_fmt(s.ci[1])})")
+        elif i:
+            span += f" (measured switch at a mean running batch of {_fmt(s.edge)})"
+        rules.append(f"{what} {span}")
+    keys = sorted(int(k) for k in tiers)
+    if len(set(keys)) < len(seq):
+        notes.append("two switches fall on the same integer batch size; the later tier wins there")
+    config = json.dumps({str(k): tiers[str(k)] for k in keys}, separators=(", ", ": "))
+    n = top.steps or 1
+    flags = (f"--speculative-algorithm {top.same['algorithm']} --speculative-eagle-topk 1 "
+             f"--speculative-num-steps {n} --speculative-num-draft-tokens {n + 1} "
+             "--speculative-adaptive --speculative-adaptive-config adaptive.json")
+    cap = top.info.get("max_running_requests")
+    last = int(keys[-1])
+    if isinstance(cap, int) and last > cap:
+        notes.append(f"the last tier starts at batch {last}, above the speculative server's max_running_requests "
+                     f"({cap}; SGLang's default under speculation is 48): raise --max-running-requests "
+                     "or it is never reached")
+    if reference in cfgs and not cfgs[reference].speculative and isinstance(cap, int):
+        ref_cap = cfgs[reference].info.get("max_running_requests")
+        if isinstance(ref_cap, int) and ref_cap > cap:
+            notes.append(f"{reference} ran up to {ref_cap} requests at once, the speculative server caps at {cap}: "
+                         "the adaptive server keeps that cap unless --max-running-requests is raised")
+    off = [s.label for s in seq if not cfgs[s.label].speculative]
+    if off:
+        notes.append(f"speculation off on the speculative server is not {off[0]}'s own server: the draft model still "
+                     "holds memory (fewer KV pages) and the step-0 tier runs the speculative worker's code path; "
+                     "measure the adaptive server itself (loadgen crossover --adaptive LABEL)")
+    ties = sorted({x for s in seq for x in s.tie})
+    if ties:
+        notes.append(f"where {', '.join(ties)} tie(s) with the chosen configuration the tier could be either "
+                     "(a tie with the reference takes speculation off)")
+    notes.append("needs a build whose adaptive config takes batch-size keys and steps 0 (SGLang main's "
+                 "adaptive_spec_params.py: default tiers 1/8/32/64, off from 64)")
+    text = "--speculative-adaptive with " + "; ".join(rules) + "."
+    return EngineTerm("sglang", text, config, "; ".join(notes) + ".", flags)
+
+
+def _vllm_term(seq: list[_Step], cfgs: dict[str, _Config]) -> EngineTerm:
+    ks = []
+    for s in seq:
+        c = cfgs[s.label]
+        ks.append(c.steps if c.speculative else 0)
+    known = all(k is not None for k in ks)
+    k_max = max(k for k in ks if k is not None) if any(k is not None for k in ks) else None
+    starts = [1] + [_threshold(s.edge) for s in seq[1:]]
+    spec_cfg = next((cfgs[s.label] for s in seq if cfgs[s.label].speculative), None)
+    max_seqs = spec_cfg.info.get("max_num_seqs") if spec_cfg else None
+    end = max_seqs if isinstance(max_seqs, int) and max_seqs >= starts[-1] else max(VLLM_LAST_RANGE_END, starts[-1])
+    rows = [[lo, (starts[i + 1] - 1) if i + 1 < len(starts) else end, ks[i]] for i, lo in enumerate(starts)]
+    kk = k_max if known else "<K>"
+    sched = ", ".join(f"[{lo}, {hi}, {k if k is not None else '<K>'}]" for lo, hi, k in rows)
+    extra = ""
+    if spec_cfg is not None:
+        for key in ("method", "model"):
+            v = spec_cfg.info["_spec"].get(key)
+            if v:
+                extra += f'"{key}": {json.dumps(v)}, '
+    config = "{" + extra + f'"num_speculative_tokens": {kk}, "num_speculative_tokens_per_batch_size": [{sched}]' + "}"
+    rules = [f"K={k if k is not None else '<K>'} ({s.label}) for batch {lo}–{hi}"
+             for (lo, hi, k), s in zip(rows, seq)]
+    notes = []
+    if not known:
+        notes.append("the server does not report its num_speculative_tokens to loadgen: <K> is the value the "
+                     "speculative configuration was launched with")
+    if not extra:
+        notes.append("merge the key into that configuration's own --speculative-config (method, model)")
+    notes.append("vLLM downgrades full CUDA graphs to PIECEWISE when the schedule is set (unless its V2 model "
+                 "runner) and drops the schedule under data parallelism, so the K=0 range is not the baseline "
+                 "server; measure it (loadgen crossover --adaptive LABEL)")
+    notes.append("vLLM's batch is the requests scheduled in a step, prefills included; loadgen's is the mean "
+                 "running requests over each window")
+    return EngineTerm("vllm", "--speculative-config with " + "; ".join(rules) + ".", config, "; ".join(notes) + ".",
+                      f"--speculative-config '{config}'")
+
+
+def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], reference: str) -> Translation:
+    """The policy ``steps`` (see the module doc) in the engines' terms, or why not."""
+    out = Translation()
+    seq = _resolve(steps, reference)
+    if isinstance(seq, str):
+        out.cannot.append(seq)
+        return out
+    if len(seq) < 2:
+        who = seq[0].label if seq else "nothing"
+        out.cannot.append(f"one configuration ({who}) is best or tied at every measured C: no load-dependent "
+                          "setting to write")
+        return out
+    cfgs = {s.label: _config(s.label, servers.get(s.label)) for s in seq}
+    engines = {c.engine for c in cfgs.values()}
+    if len(engines) > 1:
+        out.cannot.append("the policy switches between engines (" + ", ".join(f"{c.label}: {c.engine}"
+                          for c in cfgs.values()) + "); one server cannot play them: route by load instead")
+        return out
+    engine = engines.pop()
+    if engine not in ("sglang", "vllm"):
+        out.cannot.append(f"{engine} has no load-dependent speculation setting (llama.cpp fixes its draft sizes at "
+                          "launch): keep the servers and route by load" if engine == "llama.cpp" else
+                          f"the servers' engine is {engine}: loadgen knows no per-batch speculation setting for it")
+        return out
+    bad = [c.why_not for c in cfgs.values() if c.why_not]
+    if bad:
+        out.cannot += bad
+        return out
+    spec = [c for c in cfgs.values() if c.speculative]
+    if not spec:
+        out.cannot.append("no configuration of the policy speculates")
+        return out
+    for key in ("model", "algorithm", "method", "draft", "overlap"):
+        vals = {repr(c.same.get(key)) for c in spec if key in c.same}
+        if len(vals) > 1:
+            out.cannot.append(f"the speculative configurations differ in {key} ("
+                              + ", ".join(f"{c.label}: {c.same.get(key)}" for c in spec) + "); a per-batch "
+                              "setting changes only the number of draft steps/tokens on one server")
+            return out
+    models = {c.same.get("model") for c in cfgs.values() if c.same.get("model")}
+    if len(models) > 1:
+        out.cannot.append("the configurations serve different models (" + ", ".join(sorted(map(str, models))) + ")")
+        return out
+    out.terms.append(_sglang_term(seq, cfgs, reference) if engine == "sglang" else _vllm_term(seq, cfgs))
+    return out
+
+
+def engine_terms(steps: Sequence[Mapping], servers: Mapping[str, Mapping], reference: str) -> list[EngineTerm]:
+    """Only the terms (see :func:`translate` for the reasons a policy has none)."""
+    return translate(steps, servers, reference).terms
