@@ -12,7 +12,10 @@ Uses Locust's documented extension points (examples/extend_web_ui.py):
   page also loads to draw the charts against concurrency under the tab.
 
 All of it runs where the web UI runs (local runner or master) and reads the
-conductor, i.e. the merged results.
+conductor, i.e. the merged results. ``status.json`` adds to the conductor's status one colour per
+target (:func:`palette`: by position in the run's order, the reference first, as the HTML report
+keys its colours) and, per concurrency, each target's output tok/s and the highest of them so far
+(:func:`by_concurrency`: a point reading, not the analysis's judgement with intervals).
 """
 
 from __future__ import annotations
@@ -33,6 +36,44 @@ COLUMNS = [
     ("ok", "OK"), ("fail", "Failed"), ("status", "Status"),
 ]
 """Keys are single lowercase words: Locust's UI camel-cases keys, which leaves these unchanged."""
+
+
+FIRST_COLOURS = ("#1f77b4", "#d62728")
+"""The reference's and the first candidate's colours, as the two-target tab always drew them."""
+MORE_COLOURS = ("#2a9d5c", "#c2378f", "#1f9bb0", "#8c5a2b", "#6b7d12", "#5b5fd6", "#b8860b", "#3d5a40")
+"""The third target's on: the report's (report/palette.py), so that from the third configuration on a
+configuration has the same colour in the tab and in its report; past these the list repeats."""
+
+
+def palette(labels: list[str]) -> dict[str, str]:
+    """label → colour, by position in the run's order (the reference first)."""
+    colours = (*FIRST_COLOURS, *MORE_COLOURS)
+    return {x: colours[i] if i < len(colours) else MORE_COLOURS[(i - 2) % len(MORE_COLOURS)]
+            for i, x in enumerate(dict.fromkeys(labels))}
+
+
+def by_concurrency(status: dict) -> list[dict]:
+    """Per concurrency with a written stage: every target's output tok/s (None: not run yet, or no request
+    completed), the highest of those written (None while fewer than two targets have one), and whether
+    every target has run there. A reading of the means, no interval: ``loadgen crossover --from`` judges."""
+    targets = status.get("targets") or []
+    seen: dict[int, dict[str, float | None]] = {}
+    for s in status.get("stages") or []:
+        ok = s.get("completed") and s.get("tokens_per_s") is not None and not s.get("incomplete")
+        seen.setdefault(s["concurrency"], {})[s["target"]] = s["tokens_per_s"] if ok else None
+    rows = []
+    for c in sorted(seen):
+        vals = {t: seen[c].get(t) for t in targets}
+        have = {t: v for t, v in vals.items() if v is not None}
+        best = max(have, key=have.get) if len(have) >= 2 else None
+        rows.append({"concurrency": c, "tokens_per_s": vals, "best": best,
+                     "complete": all(t in seen[c] for t in targets)})
+    return rows
+
+
+def with_views(status: dict) -> dict:
+    """The conductor's status with what the page draws from it: colours and the per-C comparison."""
+    return {**status, "colours": palette(status.get("targets") or []), "by_c": by_concurrency(status)}
 
 
 def _n(v, nd: int = 2) -> str:
@@ -71,7 +112,7 @@ def install(environment, conductor) -> None:
     bp = Blueprint("loadgen", __name__, url_prefix=f"{base}/loadgen")
 
     def status() -> dict:
-        return conductor.status()
+        return with_views(conductor.status())
 
     @bp.route("/")
     def page():

@@ -1,4 +1,5 @@
-"""The "LLM stages" tab in Locust's web UI, loaded in headless Chromium during a run."""
+"""The "LLM stages" tab in Locust's web UI, loaded in headless Chromium during a run of three targets;
+the tab's colours and per-C comparison as status.json serves them."""
 
 import html
 import re
@@ -8,6 +9,10 @@ import subprocess
 import pytest
 
 from helpers import FAST, free_port, get_json, start_locust, stop, wait_for
+
+from loadgen.locust.webui import by_concurrency, palette
+
+MODES = ["baseline", "spec", "spec-topk4"]
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -32,17 +37,18 @@ def cells(dom: str) -> list[str]:
     return [html.unescape(c) for c in re.findall(r"<td[^>]*>([^<]*)</td>", dom)]
 
 
-def test_tab_shows_live_stage_figures_and_charts(tmp_path):
+def test_tab_shows_live_stage_figures_and_charts_for_three_targets(tmp_path):
     browser = chromium()
     if browser is None:
         pytest.skip("no chromium/chrome executable on PATH (tests/run.sh installs Debian's chromium)")
     port = free_port()
-    proc = start_locust("--autostart", "--web-host", "127.0.0.1", "--web-port", str(port), "--ladder", "1,2,5",
-                        *FAST, "--out", str(tmp_path / "out"), cwd=tmp_path, log=tmp_path / "locust.log")
+    proc = start_locust("--autostart", "--web-host", "127.0.0.1", "--web-port", str(port), "--ladder", "1,2,5,10",
+                        "--sim-modes", ",".join(MODES), *FAST, "--out", str(tmp_path / "out"), cwd=tmp_path,
+                        log=tmp_path / "locust.log")
     base = f"http://127.0.0.1:{port}"
     try:
-        st = wait_for(lambda: (s := get_json(base + "/loadgen/status.json"))["stages"] and s, 90,
-                      "the first stage to be written")
+        st = wait_for(lambda: len((s := get_json(base + "/loadgen/status.json"))["stages"]) >= 3 and s, 90,
+                      "every target's stage at C=1 to be written")
         dom = dump_dom(browser, base + "/?tab=loadgen", tmp_path / "chrome")
         live = get_json(base + "/loadgen/status.json")
         page = dump_dom(browser, base + "/loadgen/", tmp_path / "chrome2")
@@ -53,15 +59,54 @@ def test_tab_shows_live_stage_figures_and_charts(tmp_path):
     assert "LLM stages" in dom
     first = st["stages"][0]
     row = cells(dom)
-    i = row.index("1/6")
-    assert row[i:i + 8] == ["1/6", "baseline", "1", f"{first['ttft_p50']:.2f}", f"{first['ttft_p99']:.2f}",
+    i = row.index("1/12")
+    assert row[i:i + 8] == ["1/12", "baseline", "1", f"{first['ttft_p50']:.2f}", f"{first['ttft_p99']:.2f}",
                             f"{first['itl_p50']:.2f}", f"{first['itl_p99']:.2f}", f"{first['tokens_per_s']:.1f}"]
     assert any(c.startswith("running: ") for c in row)  # the stage in progress has its own row
     # The charts against concurrency, under the tab's table.
     for metric in ("tokens_per_s", "ttft", "itl", "tokens_per_chunk", "accept_length"):
         assert f'data-metric="{metric}"' in dom, metric
-    assert re.search(r'<circle[^>]*data-target="baseline"[^>]*data-c="1"', dom)
+    # Every target's series, each in its colour: the reference and the first candidate as the tab always
+    # drew them, the third the report's third.
+    assert st["colours"] == {"baseline": "#1f77b4", "spec": "#d62728", "spec-topk4": "#2a9d5c"}
+    for t, colour in st["colours"].items():
+        assert re.search(rf'<circle[^>]*data-colour="{colour}"[^>]*data-target="{t}"[^>]*data-c="1"', dom), t
+        assert f'data-legend="{t}"' in dom
+    # The per-C comparison: at C=1 all three measured, the highest of them named.
+    c1 = st["by_c"][0]
+    assert c1["concurrency"] == 1 and c1["complete"] and set(c1["tokens_per_s"]) == set(MODES)
+    assert c1["best"] == max(MODES, key=lambda t: c1["tokens_per_s"][t])
+    assert re.search(rf'<tr data-c="1">.*?data-best="{c1["best"]}"', dom)
     assert "stages written" in dom
     # The standalone page: same figures in its own table, and the charts.
     assert "loadgen — per stage and target" in page and 'data-metric="itl"' in page
     assert f"{first['ttft_p50']:.2f}" in cells(page)
+    assert 'class="loadgen-best"' in page and 'data-colour="#2a9d5c"' in page
+
+
+def _stage(target, c, toks, completed=3, incomplete=False):
+    return {"target": target, "concurrency": c, "tokens_per_s": toks, "completed": completed,
+            "incomplete": incomplete}
+
+
+def test_palette_keeps_the_first_two_colours_and_follows_the_run_order():
+    assert palette(["baseline", "spec"]) == {"baseline": "#1f77b4", "spec": "#d62728"}
+    three = palette(["ref", "b", "c"])
+    assert list(three) == ["ref", "b", "c"] and three["c"] == "#2a9d5c"
+    many = palette([f"t{i}" for i in range(12)])
+    assert len(set(list(many.values())[:10])) == 10  # ten distinct before the list repeats
+    assert many["t10"] == many["t2"] and "#1f77b4" not in list(many.values())[2:]
+
+
+def test_by_concurrency_names_the_highest_of_the_written_stages():
+    st = {"targets": ["a", "b", "c"], "stages": [
+        _stage("a", 1, 90.0), _stage("b", 1, 80.0), _stage("c", 1, 95.0),
+        _stage("b", 4, 300.0), _stage("c", 4, 0.0, completed=0), _stage("a", 4, 310.0, incomplete=True),
+        _stage("c", 8, 500.0)]}
+    rows = by_concurrency(st)
+    assert [r["concurrency"] for r in rows] == [1, 4, 8]
+    assert rows[0] == {"concurrency": 1, "tokens_per_s": {"a": 90.0, "b": 80.0, "c": 95.0}, "best": "c",
+                       "complete": True}
+    # nothing completed, or a stage missing a worker's share: not a reading to rank
+    assert rows[1]["tokens_per_s"] == {"a": None, "b": 300.0, "c": None} and rows[1]["best"] is None
+    assert rows[1]["complete"] and rows[2]["best"] is None and not rows[2]["complete"]
