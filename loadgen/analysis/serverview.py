@@ -277,6 +277,16 @@ def batch_at(rows: list[StageServer], c: float, unavailable: str = "") -> BatchA
     return BatchAt(c, v, below.concurrency, above.concurrency, capped, cap)
 
 
+def batch_of(view: ServerView, wl: str, label: str, c: float) -> BatchAt:
+    """``label``'s mean running batch at concurrency ``c`` in workload ``wl``: :func:`batch_at` on that target's rows
+    (any configuration of the run, not only the two of ``view.baseline``/``view.spec``)."""
+    rows = view.rows.get(wl, {}).get(label, [])
+    why = view.unavailable.get(label, "") or ("" if rows else f"no complete stage of {label}")
+    if not why and not any(r.available for r in rows):
+        why = f"{label}'s server had no readable /metrics ({rows[0].reason})"
+    return batch_at(rows, c, why)
+
+
 def server_view(doc: dict, res: dict, metric: str = "output_tokens_per_s") -> ServerView:
     """The server figures of every complete stage, and ``metric``'s crossovers in running-batch terms."""
     base, spec = res["baseline"], res["spec"]

@@ -14,6 +14,7 @@ from html import escape
 import orjson
 
 from loadgen.report.inputs import Slice, max_running, servers
+from loadgen.report.palette import labels_of, palette, swatch
 from loadgen.report.templates import fragment
 
 
@@ -40,8 +41,14 @@ def facts_line(doc: dict, res: dict) -> str:
     srv = servers(doc)
     ladder = run.get("ladder") or sorted({s["concurrency"] for s in doc.get("stages", [])})
     wls = run.get("workloads") or [w for w in res["workloads"] if w != "all"]
-    parts = [f"{_target_word(res['baseline'], srv.get(res['baseline']))} vs "
-             f"{_target_word(res['spec'], srv.get(res['spec']))}",
+    labels = labels_of(res)
+    if len(labels) > 2:
+        who = (f"{_target_word(labels[0], srv.get(labels[0]))} (reference) vs "
+               + ", ".join(_target_word(x, srv.get(x)) for x in labels[1:]))
+    else:
+        who = (f"{_target_word(res['baseline'], srv.get(res['baseline']))} vs "
+               f"{_target_word(res['spec'], srv.get(res['spec']))}")
+    parts = [who,
              "ladder " + ",".join(map(str, ladder)), "workloads " + ", ".join(map(str, wls))]
     if run.get("simulator"):
         parts.append(f"simulator {run['simulator'].get('profile', '')}".strip())
@@ -105,7 +112,14 @@ def run_card(doc: dict, res: dict) -> str:
     """The "Run" card at the foot of the page: the targets and their servers, then the run's facts."""
     run = doc.get("run", {})
     srv = servers(doc)
-    roles = {res["baseline"]: "baseline", res["spec"]: "speculative"}
+    labels = labels_of(res)
+    colours = palette(labels) if len(labels) > 2 else {}  # three or more: each with its colour and role
+    if colours:
+        adaptive = set(res.get("adaptive") or [])
+        roles = {x: "reference" if i == 0 else "candidate, adapts on its own" if x in adaptive else "candidate"
+                 for i, x in enumerate(labels)}
+    else:
+        roles = {res["baseline"]: "baseline", res["spec"]: "speculative"}
     targets = run.get("targets") or [{"label": lbl} for lbl in roles]
     rows = []
     for t in targets:
@@ -123,8 +137,9 @@ def run_card(doc: dict, res: dict) -> str:
             spec_txt = "off"
         model = ", ".join(map(str, s.get("models") or [])) or info.get("model_path") or "–"
         mrr = max_running(s)
-        rows.append("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
-            label, roles.get(label, "–"), t.get("url", "–"), t.get("protocol", "–"), s.get("engine", "–"),
+        name = swatch(colours[label], label) if label in colours else escape(str(label))
+        rows.append(f"<tr><td>{name}</td>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
+            roles.get(label, "–"), t.get("url", "–"), t.get("protocol", "–"), s.get("engine", "–"),
             info.get("version", "–"), model, spec_txt, mrr if mrr else "–")) + "</tr>")
     ladder = run.get("ladder") or sorted({s["concurrency"] for s in doc.get("stages", [])})
     wls = run.get("workloads") or ([run["workload"]] if run.get("workload") else list(res["workloads"]))

@@ -79,6 +79,8 @@ class Chart:
     """One line under the title."""
     empty: str = ""
     """Message to show instead of an empty plot."""
+    span_key: str = "crossover interval"
+    """What the spans are, in the legend."""
 
     def has_data(self) -> bool:
         return any(y is not None for s in self.series for y in s.ys)
@@ -319,6 +321,54 @@ def svg(chart: Chart, width: int = W, height: int = H) -> str:
     out.append(f'<text class="alabel" x="{ML + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{escape(chart.xlabel)}</text>')
     out.append(f'<text class="alabel" transform="translate(13 {MT + ph / 2:.1f}) rotate(-90)" '
                f'text-anchor="middle">{escape(chart.ylabel)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+@dataclass
+class Cell:
+    """One measured concurrency of a strip under a chart (:func:`strip_svg`): ``color`` None is a tie (hatched)."""
+
+    x: float
+    text: str
+    color: str | None
+    tip: str = ""
+    data: dict[str, str] = field(default_factory=dict)
+    """Attributes written as ``data-KEY`` on the cell (what a test or a script reads back)."""
+
+
+def strip_svg(chart: Chart, cells: list[Cell], uid: str, width: int = W, height: int = 44) -> str:
+    """A strip of ``cells`` on ``chart``'s own x axis (the same margins and scale as :func:`svg` at ``width``),
+    each cell reaching halfway (on that scale) to its neighbours; a tie is hatched grey. ``uid`` makes the
+    hatch pattern's id unique on the page."""
+    ax, _ = _axes(chart)
+    pw = width - ML - MR
+
+    def X(v: float) -> float:
+        return ML + ax.t(v) * pw
+
+    xs = [X(c.x) for c in cells]
+    out = [f'<svg class="chart strip" viewBox="0 0 {width} {height}" role="img" aria-label="best configuration by C">'
+           f'<defs><pattern id="hatch-{uid}" width="6" height="6" patternUnits="userSpaceOnUse" '
+           f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eef0f3"/>'
+           f'<line x1="0" y1="0" x2="0" y2="6" stroke="{TIE_COLOUR}" stroke-width="2.2"/></pattern></defs>']
+    for i, (cell, x) in enumerate(zip(cells, xs)):
+        left = ML if i == 0 else (xs[i - 1] + x) / 2
+        right = ML + pw if i == len(cells) - 1 else (x + xs[i + 1]) / 2
+        fill = cell.color or f"url(#hatch-{uid})"
+        data = "".join(f' data-{k}="{escape(v)}"' for k, v in cell.data.items())
+        out.append(f'<g class="cell"{data}><title>{escape(cell.tip or cell.text)}</title>'
+                   f'<rect x="{left:.1f}" y="2" width="{max(1.0, right - left):.1f}" height="{height - 18}" '
+                   f'fill="{fill}" fill-opacity="{0.85 if cell.color else 1}" stroke="#fff" stroke-width="1.5"/>')
+        lines = [cell.text] if 6.4 * len(cell.text) <= right - left - 4 else cell.text.split("/")
+        fits = all(6.4 * len(t) <= right - left - 4 for t in lines) and 12 * len(lines) <= height - 20
+        if fits:
+            y0 = 2 + (height - 18) / 2 - 6 * (len(lines) - 1) + 4
+            ink = "#fff" if cell.color else INK_COLOUR
+            for k, t in enumerate(lines):
+                out.append(f'<text x="{(left + right) / 2:.1f}" y="{y0 + 12 * k:.1f}" text-anchor="middle" '
+                           f'class="celltext" fill="{ink}">{escape(t)}</text>')
+        out.append(f'<text class="tick" x="{x:.1f}" y="{height - 3}" text-anchor="middle">C={_fmt(cell.x)}</text></g>')
     out.append("</svg>")
     return "".join(out)
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from loadgen.analysis import stats
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME as HIST_METRICS
-from loadgen.report.charts import (BASELINE_COLOUR, CROSS_COLOUR, SPEC_COLOUR, TIE_COLOUR, Chart, Series, Span, VLine,
+from loadgen.report.charts import (CROSS_COLOUR, TIE_COLOUR, Chart, Series, Span, VLine,
                                    legend_items, svg)
 from loadgen.report.inputs import PRIMARY, Slice
+from loadgen.report.palette import colours_of
 from loadgen.report.words import fmt_c, slug, winner_word
 
 
@@ -87,9 +88,11 @@ def _tip(sl: Slice, text: str) -> str:
 
 
 def throughput_chart(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], a: dict | None) -> Chart:
+    """Every configuration's output throughput with its intervals; with two, the crossover marked; with three
+    or more (``res["configs"]``), the envelope (best of the non-adaptive ones at each C) and the switches."""
     conf = res["confidence"]
     series = []
-    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
+    for label, color in colours_of(res).items():
         st = per_target.get(label, {})
         cs = sorted(st)
         ys = [st[c].get(PRIMARY) for c in cs]
@@ -98,10 +101,47 @@ def throughput_chart(res: dict, wl: str, per_target: dict[str, dict[int, Slice]]
         tips = [_tip(st[c], f"{y:.1f} tok/s" + (f" ({iv[0]:.0f}–{iv[1]:.0f})" if iv else ""))
                 for c, y, iv in zip(cs, ys, ivs)]
         series.append(Series(label, cs, ys, color, band=band, tips=tips, flags=[st[c].severity for c in cs]))
+    r = (res.get("configs") or {}).get(wl, {}).get(PRIMARY)
+    if r:
+        return _envelope_chart(res, r, series)
     spans, lines = _crossover_marks(a)
     return Chart("Output throughput", series, ylabel="tokens/s", spans=spans, vlines=lines, yzero=True,
                  note=f"bands: {conf * 100:g} % interval of each stage's mean over its time bins; "
                       "purple: crossover and its interval")
+
+
+ENVELOPE_COLOUR = "#c3c9d3"
+"""The envelope: a wide pale line under the configurations' own, so the one on top of it at each C shows."""
+
+
+def _envelope_chart(res: dict, r: dict, series: list[Series]) -> Chart:
+    """The throughput chart of three or more configurations: their lines, the envelope under them, the switches."""
+    conf = r["confidence"]
+    at = [x for x in r["at"] if x.get("envelope") is not None]
+    env = Series("envelope (best at each C)", [x["concurrency"] for x in at], [x["envelope"] for x in at],
+                 ENVELOPE_COLOUR, marker=False, width=7.0,
+                 tips=None)
+    spans, lines = [], []
+    for w in r.get("switches") or []:
+        words = f"{w['from_label']} → {w['to_label']}"
+        if w.get("confirmed") and w.get("estimate") is not None:
+            spans.append(Span(w["ci_low"], w["ci_high"], CROSS_COLOUR,
+                              f"switch {words} at C≈{fmt_c(w['estimate'])}, {conf * 100:g} % joint interval "
+                              f"{fmt_c(w['ci_low'])}–{fmt_c(w['ci_high'])}"))
+            lines.append(VLine(w["estimate"], CROSS_COLOUR, f"C≈{fmt_c(w['estimate'])}"))
+        else:
+            spans.append(Span(w["ci_low"], w["ci_high"], TIE_COLOUR,
+                              f"switch {words} somewhere between the measured C={w['low_c']} and {w['high_c']}"))
+    adaptive = [x for x in r.get("adaptive") or [] if x in {s.label for s in series}]
+    for s in series:
+        s.dash = s.label in adaptive
+    note = (f"bands: {conf * 100:g} % interval of each stage's mean over its time bins; pale: the envelope, the "
+            "best configuration's mean at each C; purple: a switch and its joint interval, grey: a switch "
+            "somewhere between two measured C")
+    if adaptive:
+        note += f"; dashed: {', '.join(adaptive)} (adapts on its own, not on the envelope)"
+    return Chart("Output throughput, every configuration", [env, *series], ylabel="tokens/s", spans=spans,
+                 vlines=lines, yzero=True, note=note, span_key="switch interval")
 
 
 def delta_chart(res: dict, a: dict | None, label: str = "output throughput") -> Chart:
@@ -124,7 +164,7 @@ def delta_chart(res: dict, a: dict | None, label: str = "output throughput") -> 
 
 def latency_chart(res: dict, per_target: dict[str, dict[int, Slice]], metric: str, name: str) -> Chart:
     series = []
-    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
+    for label, color in colours_of(res).items():
         st = per_target.get(label, {})
         cs = sorted(st)
         for p, dash in (("p50", False), ("p99", True)):
@@ -137,16 +177,25 @@ def latency_chart(res: dict, per_target: dict[str, dict[int, Slice]], metric: st
 
 
 def acceptance_chart(res: dict, per_target: dict[str, dict[int, Slice]]) -> Chart:
+    """Each candidate's accept length (where its server reports one), then every configuration's tokens per
+    chunk, the candidates first and the reference last."""
     series = []
-    spec = per_target.get(res["spec"], {})
-    cs = sorted(spec)
-    acc = [spec[c].get("accept_length", "mean") for c in cs]
-    if any(v is not None for v in acc):
+    colours = colours_of(res)
+    order = [x for x in colours if x != res["baseline"]] + [res["baseline"]]
+    measured = False
+    for label in order[:-1]:
+        spec = per_target.get(label, {})
+        cs = sorted(spec)
+        acc = [spec[c].get("accept_length", "mean") for c in cs]
+        if not any(v is not None for v in acc):
+            continue
+        measured = True
         tips = [_tip(spec[c], f"accept length {v:.2f} tokens/verify step"
                      + (f", accept rate {spec[c].d['accept_rate'] * 100:.0f} %" if spec[c].d.get("accept_rate") else ""))
                 if v is not None else "" for c, v in zip(cs, acc)]
-        series.append(Series(f"{res['spec']} accept length", cs, acc, SPEC_COLOUR, tips=tips))
-    for label, color in ((res["spec"], SPEC_COLOUR), (res["baseline"], BASELINE_COLOUR)):
+        series.append(Series(f"{label} accept length", cs, acc, colours[label], tips=tips))
+    for label in order:
+        color = colours[label]
         st = per_target.get(label, {})
         xs = sorted(st)
         ys = [st[c].get("tokens_per_chunk", "mean") for c in xs]
@@ -154,7 +203,7 @@ def acceptance_chart(res: dict, per_target: dict[str, dict[int, Slice]]) -> Char
         series.append(Series(f"{label} tokens/chunk", xs, ys, color, dash=True, tips=tips,
                              flags=[("warn" if st[c].d.get("token_counts") == "approximate" else "") for c in xs]))
     note = "accept length: server-reported tokens per verify step (mean); dashed: tokens per streamed chunk (mean)"
-    if not any(v is not None for v in acc):
+    if not measured:
         note = "the server reported no accept length; dashed: tokens per streamed chunk (mean)"
     return Chart("Accept length and tokens per chunk", series, ylabel="tokens", yzero=True, note=note)
 
@@ -166,7 +215,7 @@ def hdr_chart(res: dict, per_target: dict[str, dict[int, Slice]], c: int, metric
     series = []
     m = HIST_METRICS[metric]
     top = 0.0
-    for label, color in ((res["baseline"], BASELINE_COLOUR), (res["spec"], SPEC_COLOUR)):
+    for label, color in colours_of(res).items():
         sl = per_target.get(label, {}).get(c)
         if sl is None:
             continue
@@ -189,22 +238,23 @@ def _pct(x: float) -> str:
     return f"{p:.3f}".rstrip("0").rstrip(".")
 
 
-def figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300) -> str:
-    """The chart as the page shows it: caption, note, legend and the inline SVG."""
+def figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300, after: str = "") -> str:
+    """The chart as the page shows it: caption, note, legend and the inline SVG (then ``after``, e.g. a strip
+    drawn on the same axis)."""
     dashed = ' stroke-dasharray="4 3"'
     legend = "".join(
         f'<span class="key"><svg width="22" height="10"><line x1="1" x2="21" y1="5" y2="5" stroke="{col}" '
         f'stroke-width="2.4"{dashed if dash else ""}/></svg>{escape(lbl)}</span>'
         for lbl, col, dash in legend_items(chart))
     if chart.spans:
-        legend += f'<span class="key"><span class="swatch" style="background:{CROSS_COLOUR}"></span>crossover interval</span>'
+        legend += f'<span class="key"><span class="swatch" style="background:{CROSS_COLOUR}"></span>{escape(chart.span_key)}</span>'
     flagged = any(f for s in chart.series for f in (s.flags or []))
     if flagged:
         legend += ('<span class="key"><span class="ring" style="border-color:#d39200"></span>client-bound / approx.</span>'
                    '<span class="key"><span class="ring" style="border-color:#d42a2a"></span>failures / incomplete</span>')
     note = f'<div class="note">{escape(chart.note)}</div>' if chart.note else ""
     return (f'<figure class="fig {cls}"><figcaption>{escape(chart.title)}</figcaption>{note}'
-            f'<div class="legend">{legend}</div>{svg(chart, width, height)}</figure>')
+            f'<div class="legend">{legend}</div>{svg(chart, width, height)}{after}</figure>')
 
 
 def write_pngs(out_dir: Path, charts: dict[str, list[Chart]]) -> list[Path]:

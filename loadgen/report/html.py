@@ -29,6 +29,7 @@ from loadgen.report.charts import Chart
 from loadgen.report.figures import write_pngs
 from loadgen.report.htmltables import chip
 from loadgen.report.inputs import analysis, slices, usable
+from loadgen.report.palette import labels_of
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
 from loadgen.report.templates import read
@@ -51,11 +52,13 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
     sl = slices(doc)
     wls = [w for w in res["workloads"] if w != "all"] + (["all"] if "all" in res["workloads"] else [])
     view = server_view(doc, res)
-    sections = [workload_section(res, wl, sl.get(wl, {}), server_html(view, wl)) for wl in wls]
+    labels = labels_of(res)
+    sections = [workload_section(res, wl, sl.get(wl, {}), server_html(view, wl, labels), view) for wl in wls]
     items = headline(res)
     lines = "<ul>" + "".join(f'<li>{chip(kind)} <b>{escape(wl)}</b>: {escape(text)}</li>'
                              for wl, text, kind in items) + "</ul>" if len(items) > 1 else ""
-    hint = sglang_hint(doc, res, view=view)
+    # three or more configurations: the switches' running batch is in each workload's policy table instead
+    hint = None if res.get("configs") else sglang_hint(doc, res, view=view)
     top = escape(top_sentence(res))
     if len(items) == 1:
         top = f"{chip(items[0][2])} " + top

@@ -14,6 +14,7 @@ from html import escape
 
 from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR, TIE_COLOUR
 from loadgen.report.inputs import PRIMARY, Slice
+from loadgen.report.palette import labels_of, palette, swatch
 from loadgen.report.words import KIND_CHIP, fmt_c, winner_word
 
 
@@ -136,12 +137,15 @@ def stage_table(res: dict, per_target: dict[str, dict[int, Slice]]) -> str:
     def f(v, nd=2):
         return "–" if v is None else f"{v:.{nd}f}"
 
-    for label in (res["baseline"], res["spec"]):
+    labels = labels_of(res)
+    colours = palette(labels) if len(labels) > 2 else {}  # three or more: each row with its colour
+    for label in labels:
+        name = swatch(colours[label], label) if colours else escape(label)
         for c, sl in sorted(per_target.get(label, {}).items()):
             req = sl.d.get("requests", {})
             bound = any(k == "client" for k, _ in sl.flags)
             ar = sl.d.get("accept_rate")
-            cells = [escape(label), str(c), str(req.get("completed", "–")), str(req.get("failed", "–")),
+            cells = [name, str(c), str(req.get("completed", "–")), str(req.get("failed", "–")),
                      f(sl.get(PRIMARY), 1), f(sl.get("ttft", "p50")), f(sl.get("ttft", "p99")), f(sl.get("itl", "p50")),
                      f(sl.get("itl", "p99")), f(sl.get("tpot", "p50")), f(sl.get("e2e", "p50"), 1),
                      f(sl.get("tokens_per_chunk", "mean")), f(sl.get("accept_length", "mean")),

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from html import escape
 
 from loadgen.report.charts import Chart
+from loadgen.report.configs import band, excluded_html, policy_list, policy_tabs
 from loadgen.report.figures import (acceptance_chart, concurrencies, delta_chart, figure, hdr_chart, latency_chart,
                                     throughput_chart)
 from loadgen.report.htmltables import chip, comparison_table, stage_table, verdict_matrix
 from loadgen.report.inputs import PRIMARY, Slice
+from loadgen.report.palette import colours_of
 from loadgen.report.templates import fragment
-from loadgen.report.words import capitalised, kind_of, slug, without_metric
+from loadgen.report.words import capitalised, configs_kind, kind_of, slug, without_metric
 
 LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"))
 """The latencies drawn by percentile (HDR), one chart each per stage."""
@@ -79,9 +81,13 @@ def _metric_tabs(res: dict, anchor: str, per_metric: dict, per_target: dict[str,
             if per_metric else '<p class="muted">no concurrency measured by both targets</p>')
 
 
-def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], server: str = "") -> Section:
+def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], server: str = "",
+                     view=None) -> Section:
     """The section of workload ``wl`` ("all" for the stages of several workloads pooled); ``server``: its
-    "What the server ran" part (report/serverview.py), placed before the stage details."""
+    "What the server ran" part (report/serverview.py), placed before the stage details; ``view``: the run's
+    ServerView (the running batch at the switches of three or more configurations)."""
+    if wl in (res.get("configs") or {}):
+        return configs_section(res, wl, per_target, server, view)
     per_metric = res["workloads"][wl]
     a = per_metric.get(PRIMARY, {}).get("analysis")
     anchor = "wl-" + slug(wl)
@@ -106,6 +112,43 @@ def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]]
         matrix=verdict_matrix(res, per_metric) if per_metric else "",
         table=_metric_tabs(res, anchor, per_metric, per_target), recs=recs,
         ttft=figure(ttft, width=400, height=290), itl=figure(itl, width=400, height=290),
+        acceptance=figure(acc, width=400, height=290), hdr=_hdr_tabs(res, anchor, per_target, a),
+        server=server, stages=stage_table(res, per_target))
+    return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, [thr, dlt, ttft, itl, acc])
+
+
+def configs_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], server: str = "",
+                    view=None) -> Section:
+    """The section of a workload measured on three or more configurations: every configuration's throughput
+    and the envelope with the best-config band under it, the policy of every metric, then the reference
+    against the first candidate as a two-target run has it, and the per-stage figures of all of them."""
+    per_metric = res["workloads"].get(wl, {})
+    a = per_metric.get(PRIMARY, {}).get("analysis")
+    anchor = "wl-" + slug(wl)
+    colours = colours_of(res)
+    r = res["configs"][wl].get(PRIMARY)
+    kind = configs_kind(r)
+    thr = throughput_chart(res, wl, per_target, a)
+    dlt = delta_chart(res, a)
+    ttft = latency_chart(res, per_target, "ttft", "TTFT")
+    itl = latency_chart(res, per_target, "itl", "ITL")
+    acc = acceptance_chart(res, per_target)
+    sentence = (res.get("policy") or {}).get(wl, {}).get(PRIMARY)
+    lead = escape(capitalised(without_metric(sentence)) if sentence else
+                  "Output throughput was not compared over the configurations.")
+    recs = "".join(
+        f'<li>{chip(kind_of(m))} <b>{escape(m["label"])}</b>: {escape(without_metric(m["recommendation"]))}</li>'
+        for m in per_metric.values())
+    html = fragment("workload-configs.html").format(
+        anchor=anchor, title=escape("all workloads together" if wl == "all" else wl), chip=chip(kind), lead=lead,
+        truth=_truth_html(per_metric.get(PRIMARY, {})),
+        throughput=figure(thr, after=band(res, wl, thr, colours)), policies=policy_list(res, wl),
+        excluded=excluded_html(res, wl, per_target, colours), tabs=policy_tabs(res, wl, anchor, view, colours),
+        pair_title=escape(f"The reference against the first candidate: {res['spec']} vs {res['baseline']}"),
+        delta=figure(dlt), matrix=verdict_matrix(res, per_metric) if per_metric else "",
+        table=_metric_tabs(res, anchor, per_metric, per_target) if per_metric else
+        f'<p class="muted">{escape(res["baseline"])} and {escape(res["spec"])} have no concurrency measured by both</p>',
+        recs=recs, ttft=figure(ttft, width=400, height=290), itl=figure(itl, width=400, height=290),
         acceptance=figure(acc, width=400, height=290), hdr=_hdr_tabs(res, anchor, per_target, a),
         server=server, stages=stage_table(res, per_target))
     return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, [thr, dlt, ttft, itl, acc])

@@ -100,24 +100,32 @@ def _acceptance_table(label: str, rows: list[StageServer]) -> str:
             f'<thead>{head}</thead><tbody>{"".join(body)}</tbody></table><p class="muted">{escape(note)}</p>')
 
 
-def server_html(view: ServerView, wl: str) -> str:
-    """The "What the server ran" part of workload ``wl``'s section."""
+def server_html(view: ServerView, wl: str, labels: list[str] | None = None) -> str:
+    """The "What the server ran" part of workload ``wl``'s section; ``labels``: every configuration of the run,
+    the reference first (default: the view's two)."""
     per = view.rows.get(wl, {})
+    labels = list(labels or (view.baseline, view.spec))
+    unavailable = dict(view.unavailable)
+    for label in labels:  # the view says why only for its two; the rows say it for the others
+        rows = [r for p in view.rows.values() for r in p.get(label, [])]
+        if label not in unavailable and rows and not any(r.available for r in rows):
+            unavailable[label] = rows[0].reason
     out = ["<h3>What the server ran</h3>",
            '<p class="muted">from each server\'s own /metrics, scraped at the window\'s edges and between them: '
            "running and queued requests are its gauges over the window; the token check sets the client's count "
            "beside the server's generated-token counter over the same two scrapes (agreement within 1 %)</p>"]
-    for label in (view.baseline, view.spec):
+    for label in labels:
         rows = per.get(label, [])
-        if label in view.unavailable:
+        if label in unavailable:
             out.append(f'<p class="muted"><b>{escape(label)}</b>: no server figures — '
-                       f"{escape(view.unavailable[label])}</p>")
+                       f"{escape(unavailable[label])}</p>")
         elif rows:
             out.append(_target_table(label, rows))
+    for label in labels[1:]:  # the candidates' acceptance (the reference's server does not speculate)
+        if label not in unavailable:
+            out.append(_acceptance_table(label, per.get(label, [])))
     spec_rows = per.get(view.spec, [])
-    if view.spec not in view.unavailable:
-        out.append(_acceptance_table(view.spec, spec_rows))
-    ths = view.thresholds.get(wl)
+    ths = view.thresholds.get(wl) if len(labels) <= 2 else None  # three or more: the policy table says it
     if ths:
         rule, extra = threshold_sentence(wl, ths, spec_rows)
         text = (f"Adaptive threshold on {view.spec}'s measured running batch: {rule.partition(': ')[2]}."

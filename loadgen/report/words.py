@@ -61,7 +61,18 @@ KIND_CHIP = {"cross": ("crossover", "chip-cross"), "spec": ("speculation wins", 
              "baseline": ("baseline wins", "chip-base"), "tie": ("no difference", "chip-tie"),
              "spec-some": ("speculation wins some", "chip-spec"), "baseline-some": ("baseline wins some", "chip-base"),
              "mixed": ("mixed, unconfirmed", "chip-tie"), "inconclusive": ("inconclusive", "chip-tie"),
-             "not compared": ("not compared", "chip-none")}
+             "not compared": ("not compared", "chip-none"),
+             "policy": ("switches configuration", "chip-cross"), "one best": ("one best everywhere", "chip-base")}
+
+
+def configs_kind(r: dict | None) -> str:
+    """One word for a metric over three or more configurations: policy (its best changes along C), one best,
+    tie (one step of configurations not told apart) or not compared."""
+    if not r or not r.get("policy"):
+        return "not compared"
+    if len(r["policy"]) > 1:
+        return "policy"
+    return "one best" if len(r["policy"][0]["labels"]) == 1 else "tie"
 
 
 def kind_of(m: dict | None) -> str:
@@ -85,12 +96,17 @@ def headline(res: dict, metric: str = PRIMARY) -> list[tuple[str, str, str]]:
     A workload never compared is listed as "not compared", with the sentence that says why.
     """
     out = []
+    configs = res.get("configs") or {}
     for wl, per in res["workloads"].items():
-        if metric in per:
+        r = configs.get(wl, {}).get(metric)
+        if r:  # three or more configurations: the policy, not the reference against the first candidate
+            text = (res.get("policy") or {}).get(wl, {}).get(metric, "")
+            out.append((wl, without_metric(text), configs_kind(r)))
+        elif metric in per:
             out.append((wl, short(per[metric]), kind_of(per[metric])))
         elif (res.get("coverage") or {}).get(wl, {}).get("status") == "not compared":
             out.append((wl, without_metric(res["coverage"][wl].get("recommendation", "not compared")), "not compared"))
-    order = {"cross": 0, "mixed": 1, "baseline": 2, "baseline-some": 2, "spec": 3, "spec-some": 3, "tie": 4,
+    order = {"policy": 0, "one best": 2, "cross": 0, "mixed": 1, "baseline": 2, "baseline-some": 2, "spec": 3, "spec-some": 3, "tie": 4,
              "inconclusive": 4, "not compared": 5}
     return sorted(out, key=lambda t: (order.get(t[2], 5), t[0] == "all", t[0]))
 
@@ -103,6 +119,10 @@ def top_sentence(res: dict) -> str:
     crossing = [(wl, t) for wl, t, k in items if k == "cross"]
     if len(items) == 1:
         return capitalised(items[0][1])  # headline's short form: first sentence and what it rests on
+    if res.get("configs"):
+        n = len(res.get("targets") or [])
+        return (f"Output throughput over {n} configurations: which one to use where, per workload, is below."
+                if n else "Output throughput over the configurations: the policy per workload is below.")
     if crossing:
         wl, t = crossing[0]
         t = first_sentence(t).rstrip(".")
