@@ -338,16 +338,13 @@ def _vllm_term(seq: list[_Step], cfgs: dict[str, _Config]) -> EngineTerm:
 def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], reference: str) -> Translation:
     """The policy ``steps`` (see the module doc) in the engines' terms, or why not."""
     out = Translation()
-    seq = _resolve(steps, reference)
-    if isinstance(seq, str):
-        out.cannot.append(seq)
-        return out
-    if len(seq) < 2:
-        who = seq[0].label if seq else "nothing"
+    named = list(dict.fromkeys(x for st in steps for x in (st.get("labels") or [])))
+    if len({tuple(st.get("labels") or []) for st in steps}) < 2:
+        who = " or ".join(named) or "nothing"
         out.cannot.append(f"one configuration ({who}) is best or tied at every measured C: no load-dependent "
                           "setting to write")
         return out
-    cfgs = {s.label: _config(s.label, servers.get(s.label)) for s in seq}
+    cfgs = {x: _config(x, servers.get(x)) for x in named}
     engines = {c.engine for c in cfgs.values()}
     if len(engines) > 1:
         out.cannot.append("the policy switches between engines (" + ", ".join(f"{c.label}: {c.engine}"
@@ -359,6 +356,15 @@ def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], referenc
                           "launch): keep the servers and route by load" if engine == "llama.cpp" else
                           f"the servers' engine is {engine}: loadgen knows no per-batch speculation setting for it")
         return out
+    seq = _resolve(steps, reference)
+    if isinstance(seq, str):
+        out.cannot.append(seq)
+        return out
+    if len(seq) < 2:
+        out.cannot.append(f"{seq[0].label} is chosen at every measured C (its ties resolved): no load-dependent "
+                          "setting to write")
+        return out
+    cfgs = {s.label: cfgs[s.label] for s in seq}
     bad = [c.why_not for c in cfgs.values() if c.why_not]
     if bad:
         out.cannot += bad
