@@ -158,7 +158,7 @@ class _Step:
 
 
 def _resolve(steps: Sequence[Mapping], reference: str) -> list[_Step] | str:
-    """One label per step (a tie takes the reference if it is among them, else a neighbour's label, else its
+    """One label per step (a tie takes a neighbour's label, the previous first, else the reference, else its
     first), merged
     where consecutive steps take the same one; a reason string where the batch edges are missing."""
     picks: list[str] = []
@@ -172,8 +172,8 @@ def _resolve(steps: Sequence[Mapping], reference: str) -> list[_Step] | str:
         near = [picks[-1]] if picks else []
         if i + 1 < len(steps) and len(steps[i + 1].get("labels") or []) == 1:
             near.append(steps[i + 1]["labels"][0])
-        # speculation that does not measurably pay is not worth its memory: a tie with the reference takes it
-        order = ([reference] if reference in labels else []) + [x for x in near if x in labels] + labels
+        # a tie is no evidence for a switch: it continues a neighbour where it can (the previous first)
+        order = [x for x in near if x in labels] + ([reference] if reference in labels else []) + labels
         picks.append(order[0])
     out: list[_Step] = []
     for i, (s, pick) in enumerate(zip(steps, picks)):
@@ -239,7 +239,7 @@ def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> 
     top = max(spec, key=lambda c: c.steps or 0)
     graphs = _graph_sizes(top.info)
     tiers: dict[str, dict] = {}
-    rules, notes = [], []
+    rules, notes, unlisted = [], [], []
     for i, s in enumerate(seq):
         c = cfgs[s.label]
         steps = c.steps if c.speculative else 0
@@ -250,10 +250,7 @@ def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> 
             if why:
                 notes.append(why)
             elif graphs is None and not top.info.get("disable_cuda_graph") and key > 2:
-                notes.append(f"SGLang pads a batch up to the next captured CUDA-graph size before choosing the tier, "
-                             f"so the tier at {key} starts just above the largest captured size below {key}; the "
-                             f"server did not list its sizes (capture {key - 1} — --cuda-graph-bs, "
-                             "--cuda-graph-bs-decode on newer builds — to make it exact)")
+                unlisted.append(key)
         tiers[str(key)] = {"candidate_steps": [steps]}
         what = f"{steps} steps ({s.label})" if steps else f"speculation off ({s.label})"
         span = f"running batch ≥ {key}" if i else "from batch 1"
@@ -263,6 +260,12 @@ def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> 
         elif i:
             span += f" (measured switch at a mean running batch of {_fmt(s.edge)})"
         rules.append(f"{what} {span}")
+    if unlisted:
+        ks = ", ".join(map(str, unlisted))
+        notes.append(f"SGLang pads a batch up to the next captured CUDA-graph size before choosing the tier, so a "
+                     f"tier at k starts just above the largest captured size below k; the server did not list its "
+                     f"sizes: capture {', '.join(str(k - 1) for k in unlisted)} (--cuda-graph-bs; "
+                     f"--cuda-graph-bs-decode on newer builds) for the tiers at {ks} to start exactly there")
     keys = sorted(int(k) for k in tiers)
     if len(set(keys)) < len(seq):
         notes.append("two switches fall on the same integer batch size; the later tier wins there")
@@ -290,9 +293,9 @@ def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> 
     ties = sorted({x for s in seq for x in s.tie})
     if ties:
         notes.append(f"where {', '.join(ties)} tie(s) with the chosen configuration the tier could be either "
-                     "(a tie with the reference takes speculation off)")
-    notes.append("needs a build whose adaptive config takes batch-size keys and steps 0 (SGLang main's "
-                 "adaptive_spec_params.py: default tiers 1/8/32/64, off from 64)")
+                     "(ties continue the neighbouring configuration, so they add no switch)")
+    notes.append("needs an SGLang build whose adaptive config takes batch-size keys and steps 0 (main's "
+                 "adaptive_spec_params.py, default tiers 1/8/32/64, off from 64)")
     text = "--speculative-adaptive with " + "; ".join(rules) + "."
     return EngineTerm("sglang", text, config, "; ".join(notes) + ".", flags)
 

@@ -127,8 +127,13 @@ def test_sglang_different_draft_models_or_overlap_cannot_share_a_server(sims):
 def test_a_tie_takes_the_neighbour_and_says_so(sims):
     steps = _steps((["eagle_topk1"], 20.0), (["eagle_topk1", "base"], 30.0), (["base"], None))
     (t,) = engine_terms(steps, sims, "base")
-    assert json.loads(t.config) == {"1": {"candidate_steps": [2]}, "21": {"candidate_steps": [0]}}
-    assert "where eagle_topk1 tie(s)" in t.caveat
+    # the tie continues the speculative region: no switch on a tie, the switch where base alone is best
+    assert json.loads(t.config) == {"1": {"candidate_steps": [2]}, "31": {"candidate_steps": [0]}}
+    assert "where base tie(s)" in t.caveat
+    # a tie after a switch does not switch back (the table: spec and baseline tie again at C=100)
+    steps = _steps((["base"], 10.6), (["eagle_topk1"], 36.4), (["eagle_topk1", "base"], None))
+    (t,) = engine_terms(steps, sims, "base")
+    assert json.loads(t.config) == {"1": {"candidate_steps": [0]}, "11": {"candidate_steps": [2]}}
 
 
 def test_no_switch_no_running_batch_other_engines(sims):
