@@ -1,9 +1,11 @@
 """The policy of N configurations written in the engines' own terms, where an engine has one.
 
-In: the policy's steps in running-batch terms (a list of dicts, in C order: ``labels`` — one best, or
-several that tie —, ``batch_from`` / ``batch_to`` — the running batch the servers measured at the
-step's edges, floats, None at the open ends or where it was not measured —, ``c_from`` / ``c_to``,
-optionally ``batch_to_ci`` = [low, high], the switch's interval in batch terms), the run's
+In: the policy's steps in running-batch terms (a list of dicts, in C order, as crossover.json's
+``configs[wl][metric]["policy"]``: ``labels`` — one best, or several that tie —, ``c_from`` / ``c_to``,
+``batch_from`` / ``batch_to`` — the running batch the step's own server measured at its edges, a float
+or analysis.serverview's BatchAt dict (``running``, ``why``, ``at_cap``, ``cap``), None at the open ends —,
+optionally ``switch`` (its C interval) and ``batch_to_ci`` = [low, high]; at a boundary the speculative
+side's batch is taken, since the setting runs on a speculative server), the run's
 ``reference`` label and ``servers`` (run.json's ``run.servers``: label → what loadgen's probe found,
 ``engine`` and ``server_info``). Out: a :class:`Translation`: the :class:`EngineTerm` of every engine
 that can express the policy on one server, and one line per reason it cannot.
@@ -155,9 +157,12 @@ class _Step:
     ci: tuple[float, float] | None
     tie: list[str]
     """The other labels this step's configurations tie with (the choice there is free)."""
+    c: float | None = None
+    """The concurrency at the lower edge, and its joint interval where the pair located the switch."""
+    c_ci: tuple[float, float] | None = None
 
 
-def _resolve(steps: Sequence[Mapping], reference: str) -> list[_Step] | str:
+def _resolve(steps: Sequence[Mapping], reference: str, speculative: Mapping[str, bool | None]) -> list[_Step] | str:
     """One label per step (a tie takes a neighbour's label, the previous first, else the reference, else its
     first), merged
     where consecutive steps take the same one; a reason string where the batch edges are missing."""
@@ -181,20 +186,54 @@ def _resolve(steps: Sequence[Mapping], reference: str) -> list[_Step] | str:
         if out and out[-1].label == pick:
             out[-1].tie += [x for x in ties if x not in out[-1].tie]
             continue
-        edge, ci = None, None
-        if out:
-            edge = s.get("batch_from")
-            if edge is None or not math.isfinite(float(edge)):
-                c = s.get("c_from")
-                return ("the running batch at the switch " + (f"near C={float(c):.3g} " if c is not None else "")
-                        + "was not measured (no /metrics from the servers there), and the engines' settings are "
-                        "in batch size, not concurrency")
-            edge = float(edge)
-            raw = steps[i - 1].get("batch_to_ci")
-            if isinstance(raw, (list, tuple)) and len(raw) == 2 and None not in raw:
-                ci = (float(raw[0]), float(raw[1]))
-        out.append(_Step(pick, edge, ci, ties))
+        if not out:
+            out.append(_Step(pick, None, None, ties))
+            continue
+        edge = _edge(steps[i - 1], s, speculative)
+        if isinstance(edge, str):
+            return edge
+        ci = None
+        raw, sw = steps[i - 1].get("batch_to_ci"), steps[i - 1].get("switch")
+        if isinstance(raw, (list, tuple)) and len(raw) == 2 and None not in raw:
+            ci = (float(raw[0]), float(raw[1]))
+        c = s.get("c_from")
+        c_ci = None
+        if isinstance(sw, Mapping) and sw.get("confirmed") and None not in (sw.get("ci_low"), sw.get("ci_high")):
+            c_ci = (float(sw["ci_low"]), float(sw["ci_high"]))
+        out.append(_Step(pick, edge, ci, ties, None if c is None else float(c), c_ci))
     return out
+
+
+def _running(b: Any) -> tuple[float | None, Mapping]:
+    """A bound as a float or as analysis.serverview's BatchAt dict (``running``, ``why``, ``at_cap``, ``cap``)."""
+    if isinstance(b, Mapping):
+        r = b.get("running")
+        return (float(r) if isinstance(r, (int, float)) and math.isfinite(r) else None), b
+    if isinstance(b, (int, float)) and math.isfinite(b):
+        return float(b), {}
+    return None, {}
+
+
+def _edge(prev: Mapping, nxt: Mapping, speculative: Mapping[str, bool | None]) -> float | str:
+    """The running batch at the boundary between two steps: each step's bound is in its own (first)
+    configuration's server; the speculative side's is taken, since the setting runs on a speculative server.
+    A reason string where it was not measured or where that server ran at its cap (a queue, not a batch size)."""
+    sides = [(nxt.get("batch_from"), (nxt.get("labels") or ["?"])[0]),
+             (prev.get("batch_to"), (prev.get("labels") or ["?"])[0])]
+    sides.sort(key=lambda x: not speculative.get(x[1]))
+    c = nxt.get("c_from")
+    near = f"near C={float(c):.3g} " if c is not None else ""
+    for b, label in sides:
+        run, d = _running(b)
+        if run is None:
+            continue
+        if d.get("at_cap"):
+            return (f"the switch {near}falls where {label}'s server ran at its cap of {d.get('cap')} requests "
+                    "(measured) and the rest queued: not a batch-size threshold")
+        return run
+    why = next((d.get("why") for b, _ in sides for d in [_running(b)[1]] if d.get("why")), "")
+    return (f"the running batch at the switch {near}was not measured ({why or 'no /metrics from the servers there'}),"
+            " and the engines' settings are in batch size, not concurrency")
 
 
 def _threshold(edge: float) -> int:
@@ -227,6 +266,16 @@ def _sglang_key(t: int, graphs: list[int] | None) -> tuple[int, str]:
                f"a captured size: {k} is the nearest to the measured {t}")
 
 
+def _where(s: _Step) -> str:
+    """" (switch measured at a mean running batch of b, interval …, at C≈c, joint interval …)"."""
+    out = f" (switch measured at a mean running batch of {_fmt(s.edge)}"
+    if s.ci:
+        out += f", joint interval {_fmt(s.ci[0])}–{_fmt(s.ci[1])}"
+    if s.c is not None:
+        out += f", at C≈{_fmt(s.c)}" + (f", joint interval C={_fmt(s.c_ci[0])}–{_fmt(s.c_ci[1])}" if s.c_ci else "")
+    return out + ")"
+
+
 def _fmt(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
 
@@ -253,12 +302,7 @@ def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> 
                 unlisted.append(key)
         tiers[str(key)] = {"candidate_steps": [steps]}
         what = f"{steps} steps ({s.label})" if steps else f"speculation off ({s.label})"
-        span = f"running batch ≥ {key}" if i else "from batch 1"
-        if i and s.ci:
-            span += (f" (measured switch at a mean running batch of {_fmt(s.edge)}, "
-                     f"joint interval {_fmt(s.ci[0])}–{_fmt(s.ci[1])})")
-        elif i:
-            span += f" (measured switch at a mean running batch of {_fmt(s.edge)})"
+        span = f"running batch ≥ {key}{_where(s)}" if i else "from batch 1"
         rules.append(f"{what} {span}")
     if unlisted:
         ks = ", ".join(map(str, unlisted))
@@ -321,8 +365,8 @@ def _vllm_term(seq: list[_Step], cfgs: dict[str, _Config]) -> EngineTerm:
             if v:
                 extra += f'"{key}": {json.dumps(v)}, '
     config = "{" + extra + f'"num_speculative_tokens": {kk}, "num_speculative_tokens_per_batch_size": [{sched}]' + "}"
-    rules = [f"K={k if k is not None else '<K>'} ({s.label}) for batch {lo}–{hi}"
-             for (lo, hi, k), s in zip(rows, seq)]
+    rules = [f"K={k if k is not None else '<K>'} ({s.label}) for batch {lo}–{hi}" + (_where(s) if i else "")
+             for i, ((lo, hi, k), s) in enumerate(zip(rows, seq))]
     notes = []
     if not known:
         notes.append("the server does not report its num_speculative_tokens to loadgen: <K> is the value the "
@@ -359,7 +403,7 @@ def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], referenc
                           "launch): keep the servers and route by load" if engine == "llama.cpp" else
                           f"the servers' engine is {engine}: loadgen knows no per-batch speculation setting for it")
         return out
-    seq = _resolve(steps, reference)
+    seq = _resolve(steps, reference, {x: c.speculative for x, c in cfgs.items()})
     if isinstance(seq, str):
         out.cannot.append(seq)
         return out

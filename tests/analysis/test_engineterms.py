@@ -140,7 +140,7 @@ def test_no_switch_no_running_batch_other_engines(sims):
     one = translate(_steps((["base"], None)), sims, "base")
     assert one.terms == [] and "at every measured C" in one.cannot[0]
     unmeasured = _steps((["eagle_topk1"], 20.0), (["base"], None))
-    unmeasured[1]["batch_from"] = None
+    unmeasured[1]["batch_from"] = unmeasured[0]["batch_to"] = None
     tr = translate(unmeasured, sims, "base")
     assert tr.terms == [] and "not measured" in tr.cannot[0] and "not concurrency" in tr.cannot[0]
     llama = {"base": {"engine": "llama.cpp", "speculative": False, "server_info": {"total_slots": 4}},
@@ -187,3 +187,38 @@ def test_round_trip_and_lines(sims):
     assert any(x.startswith("  config: {\"1\"") for x in lines)
     no = translate(_steps((["eagle_topk4"], 12.0), (["base"], None)), sims, "base")
     assert no.lines() == [f"not in engine terms: {no.cannot[0]}"]
+
+
+def _at(c, running, cap, at_cap=False, why=""):
+    """analysis.serverview's BatchAt as crossover.json holds it (configs.add_batches)."""
+    return {"c": c, "running": running, "below": 10, "above": 30, "at_cap": at_cap, "cap": cap, "why": why}
+
+
+# The policy of a real three-configuration simulator run (loadgen crossover --sim-modes
+# baseline,spec,spec-topk4 --ladder 1,5,10,30,100 --duration 4s), as configs.py writes it.
+SIM_POLICY = [
+    {"labels": ["base"], "c_from": None, "c_to": 10.78, "measured": [1, 5],
+     "switch": {"from_label": "base", "to_label": "eagle_topk1", "estimate": 10.78, "ci_low": 8.02,
+                "ci_high": 13.24, "low_c": 5, "high_c": 30, "confirmed": True},
+     "batch_from": None, "batch_to": _at(10.78, 10.77, 512)},
+    {"labels": ["eagle_topk1"], "c_from": 10.78, "c_to": 54.77, "measured": [30, 30], "switch": None,
+     "batch_from": _at(10.78, 10.43, 48), "batch_to": _at(54.77, 35.88, 48)},
+    {"labels": ["eagle_topk1", "base"], "c_from": 54.77, "c_to": None, "measured": [100, 100], "switch": None,
+     "batch_from": _at(54.77, 35.88, 48), "batch_to": None}]
+
+
+def test_the_policy_as_configs_writes_it(sims):
+    (t,) = engine_terms(SIM_POLICY, sims, "base")
+    # the speculative side's batch at the switch (10.43 on the server that caps at 48), not the baseline's
+    assert json.loads(t.config) == {"1": {"candidate_steps": [0]}, "11": {"candidate_steps": [2]}}
+    assert "running batch ≥ 11 (switch measured at a mean running batch of 10.4, at C≈10.8, joint interval " \
+           "C=8–13.2)" in t.text
+    capped = copy.deepcopy(SIM_POLICY)
+    capped[1]["batch_from"] = _at(10.78, 48.0, 48, at_cap=True)
+    tr = translate(capped, sims, "base")
+    assert tr.terms == [] and "ran at its cap of 48" in tr.cannot[0] and "not a batch-size threshold" in tr.cannot[0]
+    gone = copy.deepcopy(SIM_POLICY)
+    gone[1]["batch_from"] = _at(10.78, None, 48, why="eagle_topk1's server has no /metrics")
+    gone[0]["batch_to"] = _at(10.78, None, 512, why="")
+    tr = translate(gone, sims, "base")
+    assert tr.terms == [] and "(eagle_topk1's server has no /metrics)" in tr.cannot[0]
