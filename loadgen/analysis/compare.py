@@ -13,7 +13,7 @@ metric modules (loadgen.metrics.CROSSOVER).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loadgen.analysis.coverage import (
@@ -27,8 +27,10 @@ from loadgen.analysis.coverage import (
     run_cut_words,
     window_whole,
 )
-from loadgen.analysis.configs import ConfigsResult, analyze_configs, excluded_words, policy_sentence
+from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs, batch_sentence, excluded_words, policy_sentence
 from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
+from loadgen.analysis.engineterms import Translation, translate
+from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
 from loadgen.stage.timeline import Timeline
@@ -181,6 +183,8 @@ class RunAnalysis:
     ``workloads`` then holds the reference against the first candidate, as a two-target run would."""
     policy: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per workload and metric, the policy in words (three or more configurations)."""
+    engine_terms: dict[str, Translation] = field(default_factory=dict)
+    """Per workload, the output-throughput policy as the engines' own settings, or why it has none."""
 
     def to_dict(self) -> dict[str, Any]:
         d = {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
@@ -190,6 +194,7 @@ class RunAnalysis:
         if self.configs:
             d["configs"] = {wl: {name: r.to_dict() for name, r in per.items()} for wl, per in self.configs.items()}
             d["policy"] = {wl: dict(per) for wl, per in self.policy.items()}
+            d["engine_terms"] = {wl: t.to_dict() for wl, t in self.engine_terms.items()}
         return d
 
     @classmethod
@@ -201,7 +206,8 @@ class RunAnalysis:
                    list(d.get("targets") or [d["baseline"], d["spec"]]), list(d.get("adaptive") or []),
                    {wl: {name: ConfigsResult.from_dict(r) for name, r in per.items()}
                     for wl, per in (d.get("configs") or {}).items()},
-                   {wl: dict(per) for wl, per in (d.get("policy") or {}).items()})
+                   {wl: dict(per) for wl, per in (d.get("policy") or {}).items()},
+                   {wl: Translation.from_dict(t) for wl, t in (d.get("engine_terms") or {}).items()})
 
 
 def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
@@ -214,6 +220,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
     out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive)
+    rows = server_view(doc, {"baseline": base, "spec": spec, "workloads": {}}).rows if len(labels) > 2 else {}
     for wl, cov in covs.items():
         per_metric: dict[str, MetricResult] = {}
         scope = cov.scope()
@@ -230,8 +237,14 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
             if len(labels) > 2 and sum(1 for x in labels if by_label[x]) >= 2:
                 r = analyze_configs(m.name, by_label, labels=labels, adaptive=adaptive, confidence=confidence,
                                     margin=margin, seed=seed, ladder=wl_ladder)
+                add_batches(r, rows.get(wl, {}))
+                if m.name == "output_tokens_per_s":
+                    out.engine_terms[wl] = translate([asdict(p) for p in r.policy],
+                                                     doc.get("run", {}).get("servers") or {}, r.reference)
                 out.configs.setdefault(wl, {})[m.name] = r
-                out.policy.setdefault(wl, {})[m.name] = policy_sentence(r, m.label) + excluded_words(r)
+                batch = batch_sentence(r) if m.name == "output_tokens_per_s" else ""
+                out.policy.setdefault(wl, {})[m.name] = (policy_sentence(r, m.label) + excluded_words(r)
+                                                         + (" " + batch.capitalize() if batch else ""))
             b, s = by_label.get(base, []), by_label.get(spec, [])
             common = {x.concurrency for x in b} & {x.concurrency for x in s}
             if not common:

@@ -137,6 +137,11 @@ class PolicyStep:
     """The lowest and highest measured C of this step's region."""
     switch: Switch | None = None
     """The switch at ``c_to``, when the boundary is one the two configurations' own comparison located."""
+    batch_from: dict | None = None
+    batch_to: dict | None = None
+    """``c_from`` and ``c_to`` as the running batch this step's (first) configuration's server reported there
+    (analysis.serverview.BatchAt as a dict: ``running`` None with ``why`` where not measured); set by
+    :func:`add_batches`."""
 
 
 @dataclass
@@ -385,3 +390,40 @@ def policy_sentence(res: ConfigsResult, label: str | None = None) -> str:
 def excluded_words(res: ConfigsResult) -> str:
     """" (X is not compared: why.)" for every configuration left out, or ""."""
     return "".join(f" {x} is not compared: {why}." for x, why in res.excluded.items())
+
+
+def add_batches(res: ConfigsResult, rows: Mapping[str, Sequence]) -> None:
+    """Each policy step's bounds in its own server's running batch (``rows``: label → its StageServer rows
+    of this workload, analysis.serverview), so the policy can be written as engines take it: by batch size."""
+    from dataclasses import asdict as _asdict
+
+    from loadgen.analysis.serverview import batch_at
+
+    for p in res.policy:
+        own = list(rows.get(p.labels[0], []))
+        p.batch_from = _asdict(batch_at(own, p.c_from)) if p.c_from is not None else None
+        p.batch_to = _asdict(batch_at(own, p.c_to)) if p.c_to is not None else None
+
+
+def batch_sentence(res: ConfigsResult) -> str:
+    """The policy's boundaries as the running batch each step's server reported: "" with one step or none
+    measured; a bound outside the measured stages, or with no running gauge, is said to be not measured."""
+    if len(res.policy) < 2:
+        return ""
+    parts, measured = [], False
+    for p in res.policy:
+        who = p.labels[0] if len(p.labels) == 1 else " or ".join(p.labels)
+
+        def run(b: dict | None) -> str | None:
+            return None if not b or b.get("running") is None else f"{b['running']:.1f}"
+
+        lo, hi = run(p.batch_from), run(p.batch_to)
+        measured = measured or lo is not None or hi is not None
+        if p.c_from is None:
+            parts.append(f"{who} up to a running batch of {hi}" if hi else f"{who} below C={fmt_c(p.c_to)} "
+                         f"(batch {(p.batch_to or {}).get('why') or 'not measured'})")
+        elif p.c_to is None:
+            parts.append(f"{who} from {lo}" if lo else f"{who} above C={fmt_c(p.c_from)} (batch not measured)")
+        else:
+            parts.append(f"{who} from {lo or '?'} to {hi or '?'}")
+    return ("in the running batch each server reported: " + "; ".join(parts) + ".") if measured else ""

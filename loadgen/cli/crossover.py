@@ -14,6 +14,7 @@ import orjson
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.compare import analyze_run
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
+from loadgen.analysis.engineterms import Translation
 from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
@@ -24,6 +25,7 @@ from loadgen.settings import config as cfgmod
 from loadgen.settings import flags
 from loadgen.settings import knobs as K
 from loadgen.settings import parse
+from loadgen.sim import profiles
 
 PRIMARY = "output_tokens_per_s"
 
@@ -62,10 +64,6 @@ def apply_config(args, path: str, d: dict) -> tuple[list, bool]:
         if value is not None:
             setattr(args, name, value)
     return cfg.targets, args.workload == cfg.workload
-
-
-ADAPTIVE_MODES = ("spec-adaptive",)
-"""Simulator modes that switch speculation by load on their own."""
 
 
 @dataclass
@@ -148,9 +146,10 @@ def run(args) -> int:
         doc = load(path / "run.json" if path.is_dir() else path)
         src = path if path.is_dir() else path.parent
         out = Path(args.out) if args.out != defaults["out"] else src
-        if out.resolve() != src.resolve():
-            # The report reads the run from the folder it is written to: a new --out gets a copy of
-            # the run's files (before, the analysis printed and then the report failed: no run.json).
+        if out.resolve() != src.resolve() or (path.is_file() and path.name != "run.json"):
+            # The report reads the run from the folder it is written to: a new --out, or a Locust ramp's
+            # ramp.json, gets a copy of the run's files (before, the analysis printed and then the report
+            # failed: no run.json).
             out.mkdir(parents=True, exist_ok=True)
             run_json = path if path.is_file() else path / "run.json"
             shutil.copyfile(run_json, out / "run.json")
@@ -179,7 +178,8 @@ def run(args) -> int:
         if configs is None:
             modes = tuple(s.sim_modes or ("baseline", "spec"))
             urls = front.start_simulators(stack, s, modes)
-            configs = [Configuration(m, u, adaptive=m in ADAPTIVE_MODES) for m, u in zip(modes, urls)]
+            prof = profiles.load(s.sim_profile)  # the profile says which of its modes adapt on their own
+            configs = [Configuration(m, u, adaptive=prof.is_adaptive(m)) for m, u in zip(modes, urls)]
             # what it takes to recompute the traffic the simulators saw, for their own crossover (sim.known)
             meta["simulator"] = {"profile": s.sim_profile, "time_scale": s.sim_time_scale, "seed": s.seed,
                                  "protocol": s.protocol, "max_tokens": s.max_tokens,
@@ -244,8 +244,8 @@ def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
         for wl, per in res["workloads"].items():
             if wl == "all" or PRIMARY not in per:
                 continue
-            a = MetricAnalysis.from_dict(per[PRIMARY]["analysis"])
-            extra += [(wl, c) for c in refine_plan(a, args.refine_width, budget)]
+            for a in _refined(res, wl, per):
+                extra += [(wl, c) for c in refine_plan(a, args.refine_width, budget) if (wl, c) not in extra]
         extra = extra[:budget]
         if not extra:
             return
@@ -255,11 +255,26 @@ def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
         budget -= len(extra)
 
 
+def _refined(res: dict, wl: str, per: dict) -> list[MetricAnalysis]:
+    """The comparisons whose crossovers refinement pins down: two configurations' one; with three or more,
+    the pair of every switch of the throughput policy (the other pairs' crossovers choose nothing)."""
+    r = (res.get("configs") or {}).get(wl, {}).get(PRIMARY)
+    if r is None:
+        return [MetricAnalysis.from_dict(per[PRIMARY]["analysis"])]
+    out = []
+    for w in r["switches"]:
+        for p in r["pairs"]:
+            if {p["a"], p["b"]} == {w["from_label"], w["to_label"]}:
+                out.append(MetricAnalysis.from_dict(p["analysis"]))
+    return out
+
+
 def _analyse_and_report(doc: dict, out: Path, args) -> int:
     res = analyze_run(doc, confidence=args.confidence)
     sim = doc["run"].get("simulator")
     if sim and "seed" in sim:
-        _simulator_truth(res, sim)
+        # the prompt seed is the run's (a Locust ramp's simulator block carries the simulator's own seed)
+        _simulator_truth(res, sim, doc["run"].get("seed", sim["seed"]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "crossover.json").write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2))
     print(crossover_tables(res))
@@ -348,6 +363,8 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
         lines += ["  " + x for x in _table(rows)]
         for name, text in res.get("policy", {}).get(wl, {}).items():
             lines.append(f"  • {text}")
+            if name == metric and wl in (res.get("engine_terms") or {}):
+                lines += [f"      {x}" for x in Translation.from_dict(res["engine_terms"][wl]).lines()]
         for x in r.get("adaptive", []):
             gaps = [(a["concurrency"], a["shortfall"].get(x)) for a in r["at"] if x in a["shortfall"]]
             lines.append(f"  • {x} (adapts on its own) against the best of the others: "
@@ -358,18 +375,46 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
     return "\n".join(lines)
 
 
-def _simulator_truth(res: dict, sim: dict) -> None:
+def _simulator_truth(res: dict, sim: dict, seed: int) -> None:
     """Beside each reported crossover of the embedded simulators, the one their cost model has."""
     from dataclasses import asdict
 
     from loadgen.sim.known import known_crossovers
 
+    if res.get("configs"):
+        _switch_truth(res, sim, seed)
+        return
     for wl, per in res["workloads"].items():
         if wl == "all" or PRIMARY not in per or not per[PRIMARY]["analysis"]["crossovers"]:
             continue
         try:
-            found = known_crossovers(sim, wl, per[PRIMARY]["analysis"]["crossovers"], seed=sim["seed"])
+            found = known_crossovers(sim, wl, per[PRIMARY]["analysis"]["crossovers"], seed=seed)
         except LoadgenError as e:  # e.g. --from on a machine without the run's dataset file
             log(f"workload {wl}: the simulator's own crossover is not available ({e})")
             continue
         per[PRIMARY]["simulator_truth"] = [asdict(k) for k in found]
+
+
+def _switch_truth(res: dict, sim: dict, seed: int) -> None:
+    """Beside each switch of the policy the embedded simulators' own, for three or more configurations."""
+    from dataclasses import asdict
+
+    from loadgen.sim.known import known_switches
+
+    modes = sim.get("modes") or {}
+    for wl, per in res["configs"].items():
+        r = per.get(PRIMARY)
+        if wl == "all" or r is None:
+            continue
+        sws = [{"from": w["from_label"], "to": w["to_label"], "estimate": w["estimate"], "ci_low": w["ci_low"],
+                "ci_high": w["ci_high"], "low_c": w["low_c"], "high_c": w["high_c"]}
+               for w in r["switches"] if w["confirmed"] and w["estimate"] is not None
+               and w["from_label"] in modes and w["to_label"] in modes]
+        if not sws:
+            continue
+        try:
+            found = known_switches(sim, wl, modes, sws, seed=seed)
+        except LoadgenError as e:
+            log(f"workload {wl}: the simulator's own switch points are not available ({e})")
+            continue
+        r["simulator_truth"] = [asdict(k) for k in found]

@@ -51,3 +51,26 @@ def test_the_run_budget_is_shared_by_estimate_and_refused_when_spent():
     assert by == "max-run-time" and 3.0 <= budget < 50.0  # the first of four stages, the smallest
     assert sched.budget(0, None) == (None, "max-stage-time")
     assert sched.budget(0, 2.5) is None  # less than the minimum warm-up and a second of window
+
+
+def test_three_or_more_targets_rotate_in_a_williams_design():
+    """At each concurrency every target once; over a full cycle of rows each target runs in each position,
+    and right after each other target, equally often (two targets keep A, B at every step)."""
+    from collections import Counter
+
+    from loadgen.run.order import rotation
+
+    assert rotation(2) == [[0, 1]]
+    for n in (3, 4, 5, 6):
+        rows = rotation(n)
+        assert len(rows) == (n if n % 2 == 0 else 2 * n)
+        assert all(sorted(r) == list(range(n)) for r in rows)
+        positions = Counter((r[i], i) for r in rows for i in range(n))
+        follows = Counter((r[i], r[i + 1]) for r in rows for i in range(n - 1))
+        assert len(set(positions.values())) == 1 and len(positions) == n * n
+        assert len(set(follows.values())) == 1 and len(follows) == n * (n - 1)
+    slots = stage_order(["a", "b", "c"], [1, 2, 3], ["chat"])
+    steps = [[s.target for s in slots if s.step == k] for k in range(3)]
+    assert steps == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert [s.target for s in stage_order(["a", "b", "c"], [1, 2], ["chat"], by_target=True)] == \
+        ["a", "a", "b", "b", "c", "c"]  # one server at a time when loadgen starts them
