@@ -115,11 +115,34 @@ def configurations(doc: dict) -> tuple[list[str], list[str]]:
     return labels, adaptive
 
 
+def all_failed(s: dict) -> str:
+    """Why every request of stage ``s`` failed ("connect: cannot connect to …"), or "" when some completed.
+    Such a stage measured no throughput: its 0 tok/s is a fault, compared it would only read as a tie
+    (a ratio to zero has no interval), so it is left out and named."""
+    req = s.get("requests") or {}
+    if req.get("completed") or not req.get("failed"):
+        return ""
+    kinds = req.get("failures") or {}
+    first = max(kinds.items(), key=lambda kv: kv[1].get("count", 0), default=None)
+    return f"{first[0]}: {first[1].get('first_message', '')}".strip() if first else "failed"
+
+
+def failed_stages(doc: dict) -> dict[str, dict[int, str]]:
+    """label → {C: why} of the stages where every request failed."""
+    out: dict[str, dict[int, str]] = {}
+    for s in doc.get("stages", []):
+        why = all_failed(s)
+        if why:
+            out.setdefault(s["target"], {})[s["concurrency"]] = why
+    return out
+
+
 def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
-    """(target, workload, C) → the timelines of every stage slice measured there."""
+    """(target, workload, C) → the timelines of every stage slice measured there (not those whose every
+    request failed: :func:`all_failed`)."""
     out: dict[tuple[str, str, int], list[dict]] = {}
     for s in doc.get("stages", []):
-        if not window_whole(s):
+        if not window_whole(s) or all_failed(s):
             continue
         for wl, m in s.get("workloads", {}).items():
             out.setdefault((s["target"], wl, s["concurrency"]), []).append(m["timeline"])
@@ -216,6 +239,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
     labels, adaptive = configurations(doc)
     base, spec = labels[0], labels[1]
     slices = _slices(doc)
+    failed = failed_stages(doc)
     covs, not_compared = coverage(doc, base, spec)
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
@@ -237,6 +261,13 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
             if len(labels) > 2 and sum(1 for x in labels if by_label[x]) >= 2:
                 r = analyze_configs(m.name, by_label, labels=labels, adaptive=adaptive, confidence=confidence,
                                     margin=margin, seed=seed, ladder=wl_ladder)
+                for x, per_c in failed.items():
+                    cs = ", ".join(map(str, sorted(per_c)))
+                    why = f"every request failed at C={cs} ({next(iter(per_c.values()))})"
+                    if x in r.excluded:
+                        r.excluded[x] = why
+                    elif x in r.labels:
+                        r.unmeasured[x] = why
                 add_batches(r, rows.get(wl, {}))
                 if m.name == "output_tokens_per_s":
                     out.engine_terms[wl] = translate([asdict(p) for p in r.policy],

@@ -162,6 +162,8 @@ class ConfigsResult:
     policy: list[PolicyStep]
     excluded: dict[str, str] = field(default_factory=dict)
     """label → why it is not compared (no stage with enough windows for this metric)."""
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    """label → the stages it has no figures for and why (every request failed there), the rest compared."""
     simulator_truth: list[dict] = field(default_factory=list)
     """On the embedded simulators: each switch against the simulator's own (sim.known.known_switches)."""
 
@@ -388,8 +390,9 @@ def policy_sentence(res: ConfigsResult, label: str | None = None) -> str:
 
 
 def excluded_words(res: ConfigsResult) -> str:
-    """" (X is not compared: why.)" for every configuration left out, or ""."""
-    return "".join(f" {x} is not compared: {why}." for x, why in res.excluded.items())
+    """" X is not compared: why." for every configuration left out (and where one is partly), or ""."""
+    return ("".join(f" {x} is not compared: {why}." for x, why in res.excluded.items())
+            + "".join(f" {x} is compared only where it was measured: {why}." for x, why in res.unmeasured.items()))
 
 
 def add_batches(res: ConfigsResult, rows: Mapping[str, Sequence]) -> None:

@@ -352,7 +352,8 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
         r = per[metric]
         m = METRICS_BY_NAME[metric]
         labels = [x for x in r["labels"] if x not in r.get("excluded", {})]
-        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {len(labels)} configurations, "
+        n = f"{len(labels)}" if len(labels) == len(r["labels"]) else f"{len(labels)} of {len(r['labels'])}"
+        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {n} configurations, "
                      f"{int(round(r['confidence'] * 100))} % joint intervals (reference {r['reference']})")
         rows = [["C", *labels, "best", "lead over runner-up %"]]
         for a in r["at"]:
