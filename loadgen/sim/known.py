@@ -57,17 +57,20 @@ def known_crossovers(sim: dict, workload: str, crossovers: list[dict], *, seed: 
     ``sim``: the run's ``simulator`` block (profile, seed, protocol, lengths).
     """
     mix = _mix(sim, workload, seed)
-    out = []
-    for x in crossovers:
-        low = min(x["ci_low"], x.get("low_c", x["ci_low"]))
-        high = max(x["ci_high"], x.get("high_c", x["ci_high"]))
-        grid = _grid(low, high)
-        found = simulated_crossovers(sim["profile"], grid, mix=mix, forwards=forwards,
-                                     warmup_forwards=forwards // 10)
-        true = min((f.concurrency for f in found), key=lambda c: abs(c - x["estimate"]), default=None)
-        covered = true is not None and x["ci_low"] <= true <= x["ci_high"]
-        out.append(KnownCrossover(x["estimate"], true, covered, (grid[0], grid[-1])))
-    return out
+    return [KnownCrossover(x["estimate"], *_nearest(sim, mix, x, ("baseline", "spec"), forwards))
+            for x in crossovers]
+
+
+def _nearest(sim: dict, mix, x: dict, modes: tuple[str, str], forwards: int) -> tuple[float | None, bool, tuple]:
+    """(the simulator's own crossover of ``modes`` nearest the reported ``x``, whether ``x``'s interval
+    covers it, the C range searched: the interval and its bracketing stages)."""
+    low = min(x["ci_low"], x.get("low_c", x["ci_low"]))
+    high = max(x["ci_high"], x.get("high_c", x["ci_high"]))
+    grid = _grid(low, high)
+    found = simulated_crossovers(sim["profile"], grid, modes=modes, mix=mix, forwards=forwards,
+                                 warmup_forwards=forwards // 10)
+    true = min((f.concurrency for f in found), key=lambda c: abs(c - x["estimate"]), default=None)
+    return true, true is not None and x["ci_low"] <= true <= x["ci_high"], (grid[0], grid[-1])
 
 
 def _modes_of(sim: dict, modes: dict[str, str], labels) -> None:
@@ -117,17 +120,8 @@ def known_switches(sim: dict, workload: str, modes: dict[str, str], switches: li
     interval and its bracketing stages."""
     _modes_of(sim, modes, {lab for x in switches for lab in (x["from"], x["to"])})
     mix = _mix(sim, workload, seed)
-    out = []
-    for x in switches:
-        low = min(x["ci_low"], x.get("low_c", x["ci_low"]))
-        high = max(x["ci_high"], x.get("high_c", x["ci_high"]))
-        grid = _grid(low, high)
-        found = simulated_crossovers(sim["profile"], grid, modes=(modes[x["from"]], modes[x["to"]]), mix=mix,
-                                     forwards=forwards, warmup_forwards=forwards // 10)
-        true = min((f.concurrency for f in found), key=lambda c: abs(c - x["estimate"]), default=None)
-        covered = true is not None and x["ci_low"] <= true <= x["ci_high"]
-        out.append(KnownSwitch(x["estimate"], true, covered, (grid[0], grid[-1]), x["from"], x["to"]))
-    return out
+    return [KnownSwitch(x["estimate"], *_nearest(sim, mix, x, (modes[x["from"]], modes[x["to"]]), forwards),
+                        x["from"], x["to"]) for x in switches]
 
 
 def switch_verdict(k: dict) -> tuple[str, str]:
