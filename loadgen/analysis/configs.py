@@ -92,6 +92,8 @@ class ConfigsAt:
     envelope: float
     envelope_label: str
     shortfall: dict[str, Gap]
+    vs_reference: dict[str, Gap] = field(default_factory=dict)
+    """Every candidate measured here against the reference (its joint gap), when the reference was measured."""
 
 
 @dataclass
@@ -190,7 +192,8 @@ class ConfigsResult:
             return None if g is None else Gap(**_known(Gap, g))
 
         d["at"] = [ConfigsAt(**{**_known(ConfigsAt, a), "lead": gap(a.get("lead")),
-                                "shortfall": {k: gap(v) for k, v in (a.get("shortfall") or {}).items()}})
+                                "shortfall": {k: gap(v) for k, v in (a.get("shortfall") or {}).items()},
+                                "vs_reference": {k: gap(v) for k, v in (a.get("vs_reference") or {}).items()}})
                    for a in d.get("at", [])]
         d["regions"] = [BestRegion(**_known(BestRegion, r)) for r in d.get("regions", [])]
         d["switches"] = [Switch(**_known(Switch, s)) for s in d.get("switches", [])]
@@ -280,7 +283,8 @@ def analyze_configs(metric: str, stages: Mapping[str, Sequence[StageSamples]], *
         runner = others[0] if others else None
         lead = _gap(res, top, runner, c) if runner else None
         shortfall = {x: (Gap(0.0, 0.0, 0.0, top) if x == top else _gap(res, x, top, c)) for x in here}
-        res.at.append(ConfigsAt(c, here, leaders, best, runner, lead, here[top], top, shortfall))
+        vs_ref = {x: _gap(res, x, res.reference, c) for x in here if x != res.reference and res.reference in here}
+        res.at.append(ConfigsAt(c, here, leaders, best, runner, lead, here[top], top, shortfall, vs_ref))
     res.regions = _regions(res.at, ladder)
     res.switches = _switches(res)
     res.policy = _policy(res)

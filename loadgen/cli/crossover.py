@@ -362,6 +362,11 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
             rows.append([str(a["concurrency"]), *[f"{a['means'][x]:.1f}" if x in a["means"] else "-" for x in labels],
                          best, lead])
         lines += ["  " + x for x in _table(rows)]
+        for x in labels[1:]:  # every candidate against the reference, at the joint level
+            gaps = [(a["concurrency"], (a.get("vs_reference") or {}).get(x)) for a in r["at"]]
+            gaps = [(c, g) for c, g in gaps if g and g.get("delta") is not None]
+            if gaps:
+                lines.append(f"  {x} vs {r['reference']} (Δ %): " + ", ".join(f"C={c} {_pct(g)}" for c, g in gaps))
         for name, text in res.get("policy", {}).get(wl, {}).items():
             lines.append(f"  • {text}")
             if name == metric and wl in (res.get("engine_terms") or {}):

@@ -35,6 +35,12 @@ def test_the_tables_three_configurations():
     for a in res.at:
         assert a.envelope == max(a.means[x] for x in LABELS) and a.shortfall[a.envelope_label].delta == 0.0
         assert a.shortfall["spec-topk4"].ci_high < 0  # topk4 is measurably short of the envelope everywhere
+    for a in res.at:  # every candidate against the reference, its joint gap the pair's delta the right way round
+        pair = next(p for p in res.pairs if (p.a, p.b) == ("baseline", "spec")).analysis
+        comp = next(k for k in pair.comparisons if k.concurrency == a.concurrency)
+        assert math.isclose(a.vs_reference["spec"].delta, comp.delta) and set(a.vs_reference) == {"spec", "spec-topk4"}
+        g = a.vs_reference["spec"]
+        assert g.ci_low <= g.delta <= g.ci_high and g.against == "baseline"
     [sw] = [w for w in res.switches if (w.from_label, w.to_label) == ("baseline", "spec")]
     assert sw.confirmed and 10 <= sw.ci_low < sw.ci_high <= 30
     assert res.policy[0].labels == ["baseline"] and res.policy[0].c_to == sw.estimate
