@@ -59,23 +59,14 @@ def run_options(s: Settings) -> RunOptions:
     return RunOptions(slo=s.slo, timeouts=Timeouts(read_s=s.read_timeout), tokenizer=tokenizer, seed=s.seed)
 
 
-def check_modes(profile: str, modes) -> None:
-    """Every mode is one the simulator's profile has, before any simulator starts (one line naming it)."""
-    from loadgen.sim import profiles
-
-    prof = profiles.load(profile)
-    have = tuple(prof.modes()) if hasattr(prof, "modes") else ("baseline", "spec")
-    for m in modes:
-        if m not in have:
-            raise LoadgenError(f"--sim-modes: profile {profile} has no mode {m!r} (it has: {', '.join(have)})")
-
-
 def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> list[str]:
     """One embedded simulator per mode, on the first core when there are two or more (the client keeps the
     others: on one shared core the simulator's step timing and the client's stamps disturb each other)."""
     from loadgen.sim.process import SimProcess
 
-    check_modes(s.sim_profile, modes)
+    from loadgen.sim import profiles
+
+    profiles.load(s.sim_profile).check_modes(modes, "--sim-modes")  # before any simulator starts
     cpus = sorted(os.sched_getaffinity(0))
     sim_cpu = cpus[0] if len(cpus) > 1 else None
     urls = [stack.enter_context(SimProcess(profile=s.sim_profile, mode=mode, time_scale=s.sim_time_scale,

@@ -87,16 +87,11 @@ def check(cfg: RampConfig, options=None) -> RampConfig:
 def check_modes(cfg: RampConfig, where: str = "--sim-modes"):
     """Every simulator mode is one its profile has (one line naming the first that is not); the profile back.
 
-    The same check as ``loadgen crossover``'s (cli/front.check_modes), asked of the profile directly:
-    the Locust front does not import the CLI's."""
+    The same check as ``loadgen crossover``'s (the profile's own, Profile.check_modes)."""
     from loadgen.sim import profiles
 
-    sim = cfg.simulator
-    prof = profiles.load(sim.profile)
-    have = prof.modes()
-    for m in sim.modes:
-        if m not in have:
-            raise LoadgenError(f"{where}: profile {sim.profile} has no mode {m!r} (it has: {', '.join(have)})")
+    prof = profiles.load(cfg.simulator.profile)
+    prof.check_modes(cfg.simulator.modes, where)
     return prof
 
 

@@ -77,13 +77,11 @@ def _modes_of(sim: dict, modes: dict[str, str], labels) -> None:
     from loadgen.errors import LoadgenError
     from loadgen.sim import profiles
 
-    have = profiles.load(sim["profile"]).modes()
+    prof = profiles.load(sim["profile"])
     for label in labels:
         if label not in modes:
             raise LoadgenError(f"no simulator mode for target {label!r} (modes given for: {', '.join(modes) or 'none'})")
-        if modes[label] not in have:
-            raise LoadgenError(f"target {label!r}: profile {sim['profile']} has no mode {modes[label]!r} "
-                               f"(its modes: {', '.join(have)})")
+        prof.check_modes([modes[label]], f"target {label!r}")
 
 
 def known_best(sim: dict, workload: str, modes: dict[str, str], concurrencies: list[int], *, seed: int = 0,
@@ -124,23 +122,26 @@ def known_switches(sim: dict, workload: str, modes: dict[str, str], switches: li
                         x["from"], x["to"]) for x in switches]
 
 
+def _checked(k: dict, none: str, own: str) -> tuple[str, str]:
+    """(✓ or ✗, a sentence): ``none`` where the simulator has no such point in the searched range (the
+    reported one is a false alarm), else ``own`` with where the simulator has it."""
+    if k["true"] is None:
+        return "✗", none
+    where = "inside" if k["covered"] else "outside"
+    return ("✓" if k["covered"] else "✗"), f"{own}: C={k['true']:.1f} ({where} the reported interval)"
+
+
 def switch_verdict(k: dict) -> tuple[str, str]:
     """(✓ or ✗, a sentence) for one KnownSwitch as a dict (dataclasses.asdict or reloaded JSON)."""
     pair = f"{k['from_label']} → {k['to_label']}"
     lo, hi = k["searched"][0], k["searched"][1]
-    if k["true"] is None:
-        return "✗", (f"the simulator itself does not switch {pair} between C={lo} and {hi}: "
-                     f"the switch at C≈{k['reported']:.1f} is a false alarm")
-    where = "inside" if k["covered"] else "outside"
-    return ("✓" if k["covered"] else "✗"), (f"the simulator's own switch {pair} for this traffic: C={k['true']:.1f} "
-                                            f"({where} the reported interval)")
+    return _checked(k, f"the simulator itself does not switch {pair} between C={lo} and {hi}: "
+                       f"the switch at C≈{k['reported']:.1f} is a false alarm",
+                    f"the simulator's own switch {pair} for this traffic")
 
 
 def verdict(k: dict) -> tuple[str, str]:
     """(✓ or ✗, a sentence) for one KnownCrossover as stored in crossover.json; the terminal and the report say it."""
-    if k["true"] is None:
-        return "✗", (f"the simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
-                     f"C≈{k['reported']:.1f} is a false alarm")
-    where = "inside" if k["covered"] else "outside"
-    return ("✓" if k["covered"] else "✗"), (f"the simulator's own crossover for this traffic: C={k['true']:.1f} "
-                                            f"({where} the reported interval)")
+    return _checked(k, f"the simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
+                       f"C≈{k['reported']:.1f} is a false alarm",
+                    "the simulator's own crossover for this traffic")

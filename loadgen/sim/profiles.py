@@ -154,6 +154,14 @@ class Profile:
                 return m
         raise LoadgenError(f"profile {self.name} has no mode {name!r} (its modes: {', '.join(self.modes())})")
 
+    def check_modes(self, modes, where: str) -> None:
+        """Every one of ``modes`` is this profile's, before any simulator starts: else one line, ``where``
+        (the flag or key that named them) first, naming the first that is not and the modes there are."""
+        have = self.modes()
+        for m in modes:
+            if m not in have:
+                raise LoadgenError(f"{where}: profile {self.name} has no mode {m!r} (it has: {', '.join(have)})")
+
     def is_speculative(self, mode: str) -> bool:
         return self.mode(mode).speculative
 
