@@ -97,7 +97,8 @@ def roles(doc: dict) -> tuple[str, str]:
 
 
 def configurations(doc: dict) -> tuple[list[str], list[str]]:
-    """(labels, adaptive labels) of a run: the reference first, then the candidates, in the run's order."""
+    """(labels, adaptive labels) of a run: the reference first, then the candidates, in the run's order
+    (``run.configurations``, written by loadgen crossover and the Locust ramp)."""
     run = doc.get("run", {})
     conf = run.get("configurations") or {}
     if conf.get("reference"):
@@ -107,12 +108,8 @@ def configurations(doc: dict) -> tuple[list[str], list[str]]:
     for s in doc.get("stages", []):
         if s["target"] not in labels:
             labels.append(s["target"])
-    if len(labels) <= 2:
-        return list(roles(doc)), []
-    sim = run.get("simulator") or {}
-    modes = sim.get("modes") or {}
-    adaptive = [x for x in labels if (modes.get(x, x) if isinstance(modes, dict) else x) == "spec-adaptive"]
-    return labels, adaptive
+    # a file without ``configurations`` predates adaptive modes and targets: none of its targets is one
+    return (list(roles(doc)) if len(labels) <= 2 else labels), []
 
 
 def all_failed(s: dict) -> str:

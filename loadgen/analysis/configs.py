@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 from loadgen.analysis.bootstrap import boot_of
-from loadgen.analysis.locate import _family_level, analyze
+from loadgen.analysis.locate import _judge, analyze
 from loadgen.analysis.results import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MARGIN,
@@ -39,9 +39,6 @@ from loadgen.analysis.results import (
     StageSamples,
     _known,
 )
-
-TIE_REGION = "tie"
-
 
 @dataclass
 class PairResult:
@@ -231,8 +228,8 @@ def _gap(res: "ConfigsResult", x: str, other: str, c: int) -> Gap:
 
 
 def _stage_level(a: MetricAnalysis) -> float:
-    k = sum(1 for c in a.comparisons if c.delta is not None and (not a.ladder or c.concurrency in a.ladder))
-    return _family_level(a.confidence, k)
+    """The per-stage level of the pair's whole-ladder verdicts (locate._judge's, which set them)."""
+    return _judge(a.comparisons, a.confidence, True, a.ladder or None)[1]
 
 
 def _beats(res: "ConfigsResult", x: str, other: str, c: int) -> bool:
@@ -298,13 +295,12 @@ def _regions(at: Sequence[ConfigsAt], ladder: Sequence[int] | None) -> list[Best
     for a in at:
         if ladder and a.concurrency not in ladder:
             continue
-        key = (a.best, sorted(a.leaders) if a.best is None else [a.best])
-        if out and (out[-1].best, sorted(out[-1].leaders) if out[-1].best is None else [out[-1].best]) == key:
+        # a best's leaders are [best]: the key is the best, or the set that ties
+        if out and (out[-1].best, sorted(out[-1].leaders)) == (a.best, sorted(a.leaders)):
             out[-1].high_c = a.concurrency
             out[-1].concurrencies.append(a.concurrency)
         else:
-            out.append(BestRegion(a.best, list(a.leaders) if a.best is None else [a.best], a.concurrency,
-                                  a.concurrency, [a.concurrency]))
+            out.append(BestRegion(a.best, list(a.leaders), a.concurrency, a.concurrency, [a.concurrency]))
     return out
 
 

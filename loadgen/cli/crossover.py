@@ -123,7 +123,7 @@ def configurations(args, targets_conf: list) -> list[Configuration] | None:
     if args.sim_modes:
         raise LoadgenError("--sim-modes chooses the embedded simulators: it does not go with --target or URLs")
     if len(out) < 2:
-        where = "--target" if given else f"{args.config}: targets" if targets_conf else "--target"
+        where = f"{args.config}: targets" if targets_conf and not given else "--target"
         raise LoadgenError(f"{where}: at least two configurations to compare (the first is the reference), "
                            f"got {len(out)}")
     by_label = {c.label: c for c in out}
@@ -295,15 +295,13 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
 
     from loadgen.report.words import winner_word
 
-    lines = []
     if res.get("configs"):
         return configs_tables(res, metric)
+    lines = []
     for wl, per in res["workloads"].items():
         if metric not in per:
-            cov = (res.get("coverage") or {}).get(wl, {})
-            if cov.get("status") == "not compared":  # say so: an empty table would read as "no difference"
-                lines.append(f"\nworkload {wl}: NOT COMPARED")
-                lines.append(f"  • {cov.get('recommendation') or wl + ': not compared.'}")
+            if (res.get("coverage") or {}).get(wl, {}).get("status") == "not compared":
+                lines += _not_compared(res, wl)  # say so: an empty table would read as "no difference"
             continue
         a = per[metric]["analysis"]
         unit = per[metric]["unit"]
@@ -315,8 +313,7 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
             rows.append([str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
                          "-" if d is None else f"{d * 100:+.1f}",
                          "-" if lo is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]", winner_word(c)])
-        w = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        lines += ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
+        lines += _table(rows)
         for name, m in per.items():
             lines.append(f"  • {m['recommendation']}")
         for k in per[metric].get("simulator_truth", []):
@@ -326,8 +323,14 @@ def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
 
 
 def _table(rows: list[list[str]]) -> list[str]:
+    """The rows right-aligned in columns two spaces apart (the first row is the head)."""
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
+
+
+def _not_compared(res: dict, wl: str) -> list[str]:
+    cov = (res.get("coverage") or {}).get(wl, {})
+    return [f"\nworkload {wl}: NOT COMPARED", f"  • {cov.get('recommendation') or wl + ': not compared.'}"]
 
 
 def _pct(g: dict | None) -> str:
@@ -342,12 +345,11 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
     from loadgen.sim.known import switch_verdict
 
     lines = []
-    for wl in res["workloads"].keys() | res["configs"].keys():
+    # the workloads in the analysis's order (a set's order would change from run to run)
+    for wl in [*res["workloads"], *(w for w in res["configs"] if w not in res["workloads"])]:
         per = res["configs"].get(wl, {})
         if metric not in per:
-            cov = (res.get("coverage") or {}).get(wl, {})
-            lines.append(f"\nworkload {wl}: NOT COMPARED")
-            lines.append(f"  • {cov.get('recommendation') or wl + ': not compared.'}")
+            lines += _not_compared(res, wl)
             continue
         r = per[metric]
         m = METRICS_BY_NAME[metric]

@@ -93,14 +93,8 @@ def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]]
     anchor = "wl-" + slug(wl)
     cov = (res.get("coverage") or {}).get(wl, {})
     kind = kind_of(per_metric.get(PRIMARY))
-    thr = throughput_chart(res, wl, per_target, a)
-    dlt = delta_chart(res, a)
-    ttft = latency_chart(res, per_target, "ttft", "TTFT")
-    itl = latency_chart(res, per_target, "itl", "ITL")
-    acc = acceptance_chart(res, per_target)
-    recs = "".join(
-        f'<li>{chip(kind_of(m))} <b>{escape(m["label"])}</b>: {escape(without_metric(m["recommendation"]))}</li>'
-        for m in per_metric.values())
+    thr, dlt, charts, tail = _charts_and_tail(res, wl, per_target, a, anchor, server)
+    recs = _recs(per_metric)
     if PRIMARY in per_metric:
         lead = escape(capitalised(without_metric(per_metric[PRIMARY]["recommendation"])))
     else:  # never compared (or not for this metric): say so, never "no difference"
@@ -110,11 +104,31 @@ def workload_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]]
         anchor=anchor, title=escape("all workloads together" if wl == "all" else wl), chip=chip(kind), lead=lead,
         truth=_truth_html(per_metric.get(PRIMARY, {})), throughput=figure(thr), delta=figure(dlt),
         matrix=verdict_matrix(res, per_metric) if per_metric else "",
-        table=_metric_tabs(res, anchor, per_metric, per_target), recs=recs,
+        table=_metric_tabs(res, anchor, per_metric, per_target), recs=recs, tail=tail)
+    return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, charts)
+
+
+def _recs(per_metric: dict) -> str:
+    """Every metric's recommendation of the (reference, first candidate) pair, as list items."""
+    return "".join(
+        f'<li>{chip(kind_of(m))} <b>{escape(m["label"])}</b>: {escape(without_metric(m["recommendation"]))}</li>'
+        for m in per_metric.values())
+
+
+def _charts_and_tail(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], a: dict | None, anchor: str,
+                     server: str) -> tuple:
+    """What every workload section has, with two configurations or more: the throughput and Δ charts, every
+    chart that becomes a PNG, and the section's tail (latency and acceptance charts, HDR, server, stages)."""
+    thr = throughput_chart(res, wl, per_target, a)
+    dlt = delta_chart(res, a)
+    ttft = latency_chart(res, per_target, "ttft", "TTFT")
+    itl = latency_chart(res, per_target, "itl", "ITL")
+    acc = acceptance_chart(res, per_target)
+    tail = fragment("workload-tail.html").format(
         ttft=figure(ttft, width=400, height=290), itl=figure(itl, width=400, height=290),
         acceptance=figure(acc, width=400, height=290), hdr=_hdr_tabs(res, anchor, per_target, a),
         server=server, stages=stage_table(res, per_target))
-    return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, [thr, dlt, ttft, itl, acc])
+    return thr, dlt, [thr, dlt, ttft, itl, acc], tail
 
 
 def configs_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], server: str = "",
@@ -128,17 +142,11 @@ def configs_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]],
     colours = colours_of(res)
     r = res["configs"][wl].get(PRIMARY)
     kind = configs_kind(r)
-    thr = throughput_chart(res, wl, per_target, a)
-    dlt = delta_chart(res, a)
-    ttft = latency_chart(res, per_target, "ttft", "TTFT")
-    itl = latency_chart(res, per_target, "itl", "ITL")
-    acc = acceptance_chart(res, per_target)
+    thr, dlt, charts, tail = _charts_and_tail(res, wl, per_target, a, anchor, server)
     sentence = (res.get("policy") or {}).get(wl, {}).get(PRIMARY)
     lead = escape(capitalised(without_metric(sentence)) if sentence else
                   "Output throughput was not compared over the configurations.")
-    recs = "".join(
-        f'<li>{chip(kind_of(m))} <b>{escape(m["label"])}</b>: {escape(without_metric(m["recommendation"]))}</li>'
-        for m in per_metric.values())
+    recs = _recs(per_metric)
     html = fragment("workload-configs.html").format(
         anchor=anchor, title=escape("all workloads together" if wl == "all" else wl), chip=chip(kind), lead=lead,
         truth=_truth_html(per_metric.get(PRIMARY, {})),
@@ -148,7 +156,5 @@ def configs_section(res: dict, wl: str, per_target: dict[str, dict[int, Slice]],
         delta=figure(dlt), matrix=verdict_matrix(res, per_metric) if per_metric else "",
         table=_metric_tabs(res, anchor, per_metric, per_target) if per_metric else
         f'<p class="muted">{escape(res["baseline"])} and {escape(res["spec"])} have no concurrency measured by both</p>',
-        recs=recs, ttft=figure(ttft, width=400, height=290), itl=figure(itl, width=400, height=290),
-        acceptance=figure(acc, width=400, height=290), hdr=_hdr_tabs(res, anchor, per_target, a),
-        server=server, stages=stage_table(res, per_target))
-    return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, [thr, dlt, ttft, itl, acc])
+        recs=recs, tail=tail)
+    return Section(f'<a href="#{anchor}">{escape(wl)} {chip(kind)}</a>', html, charts)
