@@ -17,6 +17,7 @@ ROOT = Path(loadgen.__file__).parent
 # Pipeline order (docs/architecture.md). A module may import its own folder and earlier ranks.
 RANK = {
     "": 0,  # the top level: hand-off types (request, record, histograms), errors, the package's face
+    "timing": 0,  # arrival processes and traces: planned send times, pure (the simulator's truth reads them)
     "workloads": 1,
     "client": 2,
     "sim": 3,  # the embedded simulator: reads the tokens rule and the wire protocols, nothing of the run
