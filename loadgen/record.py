@@ -18,7 +18,10 @@ class RequestRecord:
     workload: str
     rid: str
     start_ns: int
-    """Just before the request was handed to the HTTP client (decides the stage window it belongs to)."""
+    """Just before the request was handed to the HTTP client (decides a closed-loop stage's window)."""
+    planned_ns: int = 0
+    """Open loop: when the arrival schedule said to send it (decides the window it belongs to); 0 in a
+    closed loop."""
     sent_ns: int = 0
     """When its last byte was written to the socket: TTFT and E2E start here."""
     chunk_ns: array = field(default_factory=lambda: array("q"))
@@ -57,6 +60,18 @@ class RequestRecord:
     @property
     def t0_ns(self) -> int:
         return self.sent_ns or self.start_ns
+
+    @property
+    def admit_ns(self) -> int:
+        """The instant that decides the stage window a request belongs to: its planned send in an open
+        loop (a late send must not move it out of the window the schedule put it in), else its start."""
+        return self.planned_ns or self.start_ns
+
+    @property
+    def user_t0_ns(self) -> int:
+        """Where a user's wait starts: the planned send in an open loop (a late client's delay is the
+        user's too), else the send itself. SLOs are checked from here."""
+        return self.planned_ns or self.t0_ns
 
     @property
     def ttft_ns(self) -> int | None:

@@ -130,7 +130,8 @@ class StreamClient:
         connector = aiohttp.TCPConnector(
             # Below the 5 s idle keep-alive of uvicorn (SGLang, vLLM) and llama.cpp: a pooled
             # connection the server already closed would fail the next request's write.
-            limit=self.concurrency + 8, limit_per_host=0, keepalive_timeout=3.0, enable_cleanup_closed=True
+            # An open loop without a cap (concurrency 0) has no limit: the pool would queue sends unseen.
+            limit=self.concurrency + 8 if self.concurrency else 0, limit_per_host=0, keepalive_timeout=3.0, enable_cleanup_closed=True
         )
         # Private hook, checked by tests/test_client.py: the factory aiohttp uses for new connections.
         connector._factory = lambda: _StampingHandler(loop, self._closes_after)
@@ -180,7 +181,8 @@ class StreamClient:
 
         await asyncio.gather(*(one() for _ in range(n)))
 
-    async def stream(self, req: GenRequest, rid: str, start_ns: int | None = None) -> RequestRecord:
+    async def stream(self, req: GenRequest, rid: str, start_ns: int | None = None,
+                     planned_ns: int = 0) -> RequestRecord:
         """Send one request and read its stream to the end; never raises for server faults.
 
         ``start_ns`` lets the runner stamp the start itself, so its choice of
@@ -189,7 +191,8 @@ class StreamClient:
         payload = orjson.dumps(self.protocol.build(req, rid))
         state = StreamState()
         texts: list[str] | None = [] if self.tokenizer is not None else None
-        rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now())
+        rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now(),
+                            planned_ns=planned_ns)
         self.inflight[rid] = rec
         try:
             resp_cm, body = await self._send(payload, rec)

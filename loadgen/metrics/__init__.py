@@ -140,16 +140,22 @@ class Rate:
 from loadgen.metrics.accept_length import AcceptLength  # noqa: E402
 from loadgen.metrics.chunk_gap import ChunkGap  # noqa: E402
 from loadgen.metrics.decode_rate import DecodeRate  # noqa: E402
+from loadgen.metrics.dispatch_lag import DispatchLag  # noqa: E402
 from loadgen.metrics.e2e import E2E  # noqa: E402
+from loadgen.metrics.e2e_planned import E2EPlanned  # noqa: E402
 from loadgen.metrics.goodput import Goodput  # noqa: E402
 from loadgen.metrics.itl import ITL  # noqa: E402
 from loadgen.metrics.output_throughput import OutputThroughput  # noqa: E402
 from loadgen.metrics.tokens_per_chunk import TokensPerChunk  # noqa: E402
 from loadgen.metrics.tpot import TPOT  # noqa: E402
 from loadgen.metrics.ttft import TTFT  # noqa: E402
+from loadgen.metrics.ttft_planned import TTFTPlanned  # noqa: E402
 
 # The order here is the order of run.json's summaries, of run.csv's columns and of the SLO fields.
-REGISTRY: tuple[Metric, ...] = (TTFT(), ITL(), ChunkGap(), TPOT(), E2E(), TokensPerChunk(), AcceptLength())
+REGISTRY: tuple[Metric, ...] = (TTFT(), ITL(), ChunkGap(), TPOT(), E2E(), TokensPerChunk(), AcceptLength(),
+                                 TTFTPlanned(), E2EPlanned(), DispatchLag())
+OPEN_LOOP_METRICS = ("ttft_planned", "e2e_planned", "dispatch_lag")
+"""Metrics only an open-loop stage has samples of (its records carry a planned send time)."""
 BY_NAME: dict[str, Metric] = {m.name: m for m in REGISTRY}
 LATENCY_METRICS = tuple(m.name for m in REGISTRY if m.unit == "ms")
 RATES: tuple[Rate, ...] = (OutputThroughput(), DecodeRate(), Goodput())

@@ -12,4 +12,4 @@ class AcceptLength(Metric):
 
     def samples(self, rec, lo_ns, hi_ns):
         if rec.accept_length:
-            yield rec.start_ns, rec.accept_length, 1
+            yield rec.admit_ns, rec.accept_length, 1

@@ -9,7 +9,7 @@ class E2E(Metric):
     csv_stats = ("p50", "p90", "p99")
 
     def samples(self, rec, lo_ns, hi_ns):
-        yield rec.start_ns, (rec.end_ns - rec.t0_ns) / 1000, 1
+        yield rec.admit_ns, (rec.end_ns - rec.t0_ns) / 1000, 1
 
     def slo_value(self, rec):
-        return (rec.end_ns - rec.t0_ns) / 1e6
+        return (rec.end_ns - rec.user_t0_ns) / 1e6  # open loop: from the planned send

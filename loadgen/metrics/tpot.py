@@ -11,7 +11,7 @@ class TPOT(Metric):
     def samples(self, rec, lo_ns, hi_ns):
         n = rec.output_tokens
         if rec.chunk_ns and n is not None and n > 1:
-            yield rec.start_ns, (rec.end_ns - rec.chunk_ns[0]) / 1000 / (n - 1), 1
+            yield rec.admit_ns, (rec.end_ns - rec.chunk_ns[0]) / 1000 / (n - 1), 1
 
     def slo_value(self, rec):
         n = rec.output_tokens or 0

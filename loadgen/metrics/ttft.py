@@ -11,7 +11,8 @@ class TTFT(Metric):
 
     def samples(self, rec, lo_ns, hi_ns):
         if rec.chunk_ns:
-            yield rec.start_ns, (rec.chunk_ns[0] - rec.t0_ns) / 1000, 1
+            yield rec.admit_ns, (rec.chunk_ns[0] - rec.t0_ns) / 1000, 1
 
     def slo_value(self, rec):
-        return (rec.chunk_ns[0] - rec.t0_ns) / 1e6 if rec.chunk_ns else None
+        # open loop: from the planned send, the wait a user of that schedule had
+        return (rec.chunk_ns[0] - rec.user_t0_ns) / 1e6 if rec.chunk_ns else None

@@ -167,7 +167,7 @@ class Lifecycle:
                     wide = ended_between(self.ended, edges[0][0], edges[1][1])
                 view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))),
                                   ended_between(self.ended, *span), self.tokens_open, tokens_close, probe.max_running,
-                                  ended_narrow=narrow, ended_wide=wide)
+                                  ended_narrow=narrow, ended_wide=wide, open_loop=spec.open_loop)
                 add_checks(state.server, view)
         try:
             await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)

@@ -26,7 +26,7 @@ _now = time.perf_counter_ns
 def _worker(args) -> None:
     """One process's share of a stage: its result (or the partial one, when cut) goes to ``results``."""
     (target, spec, source, opts, stage_index, start_at, offset, stride, loop_kind,
-     results, progress_q, stop_event, open_ns, window_probe) = args
+     results, progress_q, stop_event, open_ns, window_probe, seed_index) = args
     # Ctrl-C in a terminal reaches the whole process group. Until the stage's loop takes the signals
     # (and cuts this share as the parent's stop_event would), it must not kill the worker mid-start.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -43,7 +43,7 @@ def _worker(args) -> None:
         res = run_stage_sync(target, spec, source, opts, stage_index=stage_index, loop_kind=loop_kind,
                              start_at_ns=start_at, user_offset=offset, user_stride=stride,
                              stop_event=stop_event, progress=progress, opened=opened, window_probe=window_probe,
-                             open_at=lambda: open_ns.value or None)
+                             open_at=lambda: open_ns.value or None, seed_index=seed_index)
         results.put((offset, "done", res.to_dict()))
     except Interrupted as exc:
         results.put((offset, "cut", exc.partial.to_dict() if exc.partial is not None else None))
@@ -52,7 +52,7 @@ def _worker(args) -> None:
 
 
 def run_stage_processes(target, spec, source, opts, *, processes: int, stage_index=0, loop_kind="auto",
-                        progress=None, on_record=None, window_probe=None) -> StageResult:
+                        progress=None, on_record=None, window_probe=None, seed_index=None) -> StageResult:
     """The stage's users spread over ``processes`` processes that share one window.
 
     CLOCK_MONOTONIC is system-wide, so every process opens and closes the window
@@ -63,15 +63,17 @@ def run_stage_processes(target, spec, source, opts, *, processes: int, stage_ind
     """
     if processes <= 1:
         return run_stage_sync(target, spec, source, opts, stage_index=stage_index, loop_kind=loop_kind,
-                              progress=progress, on_record=on_record, window_probe=window_probe)
-    processes = min(processes, spec.concurrency)
+                              progress=progress, on_record=on_record, window_probe=window_probe,
+                              seed_index=seed_index)
+    if not spec.open_loop:
+        processes = min(processes, spec.concurrency)  # an open loop's schedule is shared arrival by arrival
     start_at = _now() + int(2e9)  # time for the workers to start and warm their pools
     ctx = multiprocessing.get_context("spawn")
     results, progress_q, stop_event = ctx.Queue(), ctx.Queue(), ctx.Event()
     open_ns = ctx.Value("q", 0)
     workers = [ctx.Process(target=_worker, daemon=True, args=(
         (target, spec, source, opts, stage_index, start_at, i, processes, loop_kind, results, progress_q,
-         stop_event, open_ns, window_probe if i == 0 else None),)) for i in range(processes)]
+         stop_event, open_ns, window_probe if i == 0 else None, seed_index),)) for i in range(processes)]
     for w in workers:
         w.start()
     got: dict[int, tuple[str, object]] = {}

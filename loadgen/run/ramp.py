@@ -134,7 +134,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             try:
                 res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
                                           stage_index=index0 + i, loop_kind=plan.loop, progress=line,
-                                          window_probe=probe)
+                                          window_probe=probe, seed_index=slot.step)
             except Interrupted as exc:
                 line.done()
                 if exc.partial is not None:

@@ -12,7 +12,7 @@ behaviour beyond validation and the time estimate lives here: the lifecycle
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from loadgen.client.stream import Timeouts
 from loadgen.client.tokencount import TokenCounter
@@ -22,6 +22,18 @@ from loadgen.stage.result import Slo, StageResult
 
 RequestSource = Callable[[int], Iterator[GenRequest]]
 """seed → an endless, deterministic sequence of requests."""
+
+
+class Schedule(Protocol):
+    """An open-loop stage's send times (loadgen.timing: an arrival process, or a trace's replay)."""
+
+    rate: float
+    """Offered requests per second."""
+    name: str
+    """"poisson", "gamma:2", "constant", "trace"…: how the times are drawn."""
+
+    def times(self, seed: int) -> Iterator[float]:
+        """Ascending planned offsets in seconds from the stage's start (endless, or a trace's end)."""
 
 
 @dataclass
@@ -55,9 +67,17 @@ class StageSpec:
     """The option the budget came from, for the note ("max-stage-time" or "max-run-time")."""
     expected_request_s: float | None = None
     """A request's duration as guessed before the stage (for the time estimate and budget split)."""
+    arrivals: Schedule | None = None
+    """Open loop (loadgen/run/openloop.py): requests are sent at the planned offsets this gives, whether or
+    not earlier ones finished; ``concurrency`` is then the in-flight cap (0: none). None: a closed loop."""
+    max_lag_ms: float = 10.0
+    """Open loop: a stage whose dispatch lag p99 exceeds this is flagged (the schedule was not kept)."""
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
+        if self.arrivals is not None:
+            if self.concurrency < 0:
+                raise LoadgenError(f"--max-in-flight must be >= 1, got {self.concurrency}")
+        elif self.concurrency < 1:
             raise LoadgenError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.duration_s is None and not self.requests:
             raise LoadgenError("a stage needs a duration or a request count")
@@ -75,6 +95,15 @@ class StageSpec:
         window = self.duration_s if self.duration_s is not None else 10.0
         est = warm + window + d
         return min(est, self.max_stage_s) if self.max_stage_s else est
+
+    @property
+    def open_loop(self) -> bool:
+        return self.arrivals is not None
+
+    @property
+    def load(self) -> float:
+        """Where the stage sits on its ladder: the offered rate (req/s) in an open loop, else C."""
+        return self.arrivals.rate if self.arrivals is not None else self.concurrency
 
     @property
     def bin_width_s(self) -> float:

@@ -59,6 +59,7 @@ async def run_stage(
     window_probe: WindowProbe | None = None,
     opened: Callable[[int], None] | None = None,
     open_at: Callable[[], int | None] | None = None,
+    seed_index: int | None = None,
 ) -> StageResult:
     """One stage in this process; ``user_offset/stride`` pick this process's share of the users.
 
@@ -69,9 +70,20 @@ async def run_stage(
     through ``opened`` (this process found the load steady at that instant) and
     ``open_at`` (the instant one of them found, or None).
     """
+    if spec.open_loop:
+        from loadgen.run.openloop import run_open_stage
+
+        res = await run_open_stage(target, spec, source, opts, stage_index=stage_index, seed_index=seed_index,
+                                   start_at_ns=start_at_ns, user_offset=user_offset, user_stride=user_stride,
+                                   progress=progress, on_record=on_record, window_probe=window_probe,
+                                   opened=opened, open_at=open_at)
+        if res.cut is not None and res.cut["by"] == "interrupt":
+            raise _Cut(res)
+        return res
     users = range(user_offset, spec.concurrency, user_stride)
     n_users = len(users)
-    requests = source(opts.seed + stage_index)
+    # the ladder's step, not the stage's place in the order: every target at a step gets the same prompts
+    requests = source(opts.seed + (stage_index if seed_index is None else seed_index))
     seq = itertools.count()
     tag = f"{target.label}-s{stage_index}-p{user_offset}"
     with frozen_heap():

@@ -62,6 +62,7 @@ def ended_between(rows, lo: int, hi: int) -> Ended:
 @dataclass
 class ClientView:
     concurrency: int
+    """The stage's C; an open loop's in-flight cap (0: none)."""
     processes: int = 1
     ended: Ended = field(default_factory=Ended)
     tokens_open: tuple[int, int] | None = None
@@ -76,6 +77,8 @@ class ClientView:
     scrape; at C=256 on the H200 llama.cpp answered 300 ms late, and the midpoints alone put 105 of
     the requests' 5148 tokens (3.6 %) on the wrong side."""
     ended_wide: Ended | None = None
+    open_loop: bool = False
+    """An open-loop stage: the server's batch is whatever the arrivals make it, there is no C to hold it to."""
     not_comparable: str | None = None
     """Why the client's counts cannot be set against these scrapes at all (the Locust master's: a worker on
     another host...): the token and drafts checks then say "not comparable" with it."""
@@ -191,6 +194,10 @@ def running_check(block: dict, view: ClientView) -> dict:
            "queued_mean": q.get("mean"), "samples": g["n"]}
     if block.get("mean_busy_per_step") is not None:
         out["busy_per_decode_step"] = block["mean_busy_per_step"]
+    if view.open_loop:
+        # the arrivals set the batch; its mean and the queue are what the rate analysis reads
+        out["verdict"] = "open loop"
+        return out
     if g["p50"] >= RUNS_C * expect:
         out["verdict"] = "runs C" if expect == c else "capped"
     else:

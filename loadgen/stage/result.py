@@ -213,6 +213,9 @@ class StageResult:
     """The server's own view of the window (loadgen.serverview), None when not scraped."""
     cache_reset: dict | None = None
     """What --reset-cache did before the stage (loadgen.serverview.reset), None when not asked."""
+    open_loop: dict | None = None
+    """An open-loop stage: {"rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent",
+    "held_by_cap"} (loadgen/run/openloop.py); None for a closed loop."""
 
     @property
     def window_s(self) -> float:
@@ -233,6 +236,12 @@ class StageResult:
         if self.cut is None or (other.cut is not None and other.cut["at_s"] < self.cut["at_s"]):
             self.cut = other.cut or self.cut
         self.server = self.server or other.server  # one process scrapes
+        if other.open_loop is not None:
+            if self.open_loop is None:
+                self.open_loop = dict(other.open_loop)
+            else:
+                for k in ("planned", "sent", "held_by_cap"):
+                    self.open_loop[k] = self.open_loop.get(k, 0) + other.open_loop.get(k, 0)
 
     def to_dict(self) -> dict:
         w = self.window_s
@@ -241,6 +250,13 @@ class StageResult:
         check = self.client.check(self.total.hists["chunk_gap"], self.total.hists["tokens_per_chunk"].count,
                                   self.processes)
         lag = self.client.lag
+        reasons, advice = list(check.reasons), check.advice
+        open_loop = None
+        if self.open_loop is not None:
+            open_loop, why, tip = dispatch_check(self.open_loop, self.total.hists["dispatch_lag"], self.processes)
+            if why:
+                reasons.append(why)
+                advice = advice or tip
         return {
             "schema": SCHEMA,
             "target": self.target,
@@ -254,12 +270,13 @@ class StageResult:
             "notes": list(self.notes),
             "server": self.server,
             "cache_reset": self.cache_reset,
+            **({"rate": self.open_loop["rate"], "open_loop": open_loop} if open_loop is not None else {}),
             **total,
             "client": {
                 "processes": self.processes,
-                "client_bound": check.client_bound,
-                "reasons": check.reasons,
-                "advice": check.advice,
+                "client_bound": bool(reasons),
+                "reasons": reasons,
+                "advice": advice,
                 "step_gap_ms": None if check.step_gap_ms is None else round(check.step_gap_ms, 4),
                 "deaf_share": None if check.deaf_share is None else round(check.deaf_share, 4),
                 "kernel_stamps": self.client.kernel_stamps,
@@ -285,7 +302,34 @@ class StageResult:
             client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
             incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
             cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"),
+            open_loop={k: v for k, v in d["open_loop"].items() if k in _OPEN_KEYS} if d.get("open_loop") else None,
         )
+
+
+_OPEN_KEYS = ("rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent", "held_by_cap")
+
+
+def dispatch_check(plan: dict, lag: Hist, processes: int = 1) -> tuple[dict, str, str]:
+    """An open-loop stage's block for its dict, and (reason, advice) when its schedule was not kept:
+    the window's requests' dispatch lag p99 above ``max_lag_ms``. ``held_by_cap``: sends that found the
+    in-flight cap full and waited for a slot (their wait is lag by design, told as such)."""
+    p99 = lag.percentile(99) / 1000 if lag.count else None
+    out = {k: plan.get(k) for k in _OPEN_KEYS}
+    out["dispatch_lag_ms"] = lag.summary(1000.0)
+    bound = plan.get("max_lag_ms") or 0.0
+    flagged = p99 is not None and bound > 0 and p99 > bound
+    out["lag_flagged"] = flagged
+    if not flagged:
+        return out, "", ""
+    why = f"dispatch lag p99 {p99:.1f} ms > {bound:g} ms: the schedule was not kept, the load offered was " \
+          f"lighter and smoother than planned (latencies from plan include the delay)"
+    if plan.get("held_by_cap"):
+        why += f"; {plan['held_by_cap']} sends waited for the in-flight cap of {plan.get('max_in_flight')}"
+        tip = "raise --max-in-flight (or leave it out) to send on schedule"
+    else:
+        tip = (f"spread the schedule over more processes (--processes {max(2, 2 * processes)}) or lower the rate "
+               "this client is asked for")
+    return out, why, tip
 
 
 def _per_bin(t: np.ndarray, weights: np.ndarray, lo: int, width: int):
@@ -317,7 +361,7 @@ class StageAccumulator:
         ms = self.by_workload.get(rec.workload)
         if ms is None:
             ms = self.by_workload[rec.workload] = MetricSet()
-        started_inside = self.lo <= rec.start_ns < self.hi
+        started_inside = self.lo <= rec.admit_ns < self.hi
         self.coalesced_reads += rec.coalesced_reads
         if started_inside:
             self.completed += rec.ok
@@ -348,7 +392,7 @@ class StageAccumulator:
             f.count += 1
             return
         ms.completed += 1
-        b = (rec.start_ns - lo) // width
+        b = (rec.admit_ns - lo) // width
         tl.bump("completed", b)
         for m in REGISTRY:
             if m.level == "request":
