@@ -16,6 +16,10 @@ The results document says which configurations it compares, as ``loadgen crossov
 candidates, and the adaptive ones: ``adaptive = true`` targets, or a simulator mode its profile marks
 adaptive), so ``loadgen crossover --from OUT/ramp.json`` gives the N-configuration analysis.
 
+Open loop (``--rate``): the ladder's values are rates, in the same stage order and with the same
+prompt seeds; each process runs one dispatcher (loadgen/locust/openlive.py) that sends its share of
+the one schedule (process k of n: arrivals k, k+n, …), so the shape asks Locust for no users at all.
+
 A worker that goes missing (Locust's heartbeat) or never reports: the master
 logs it, merges the other workers' data, and marks the stage incomplete.
 
@@ -36,7 +40,7 @@ from pathlib import Path
 
 import orjson
 
-from loadgen.run.order import fixed_spec, stage_order
+from loadgen.run.order import stage_order
 from loadgen.run.results import ResultsWriter
 from loadgen.stage.result import StageAccumulator, StageResult
 from loadgen.report.table import stage_table
@@ -55,23 +59,49 @@ REPORT_GRACE_S = 30.0
 """How long after a stage should have ended a silent worker is given before it counts as lost."""
 
 
+def open_rates(cfg: RampConfig) -> tuple[float, ...] | None:
+    """The open-loop ladder (--rate, req/s), or None for a concurrency ramp."""
+    rates = getattr(cfg, "rate", None)
+    return tuple(rates) if rates else None
+
+
 def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") -> list[StagePlan]:
     """The ramp's stages, in the one stage order of loadgen/run/order.py (A@C1, B@C1, A@C2, … for two; a
     Williams rotation for three or more), each with its fixed warm-up plan (order.fixed_spec: Locust spawns a
-    stage's users together)."""
+    stage's users together). With ``--rate`` the ladder's values are rates in that same order: every
+    target at a rate gets the same schedule (seeded by the run's seed and the rate) and the same prompts
+    (seed + step); each stage's concurrency is then the in-flight cap (0: none)."""
+    rates = open_rates(cfg)
+    cap = int(getattr(cfg, "max_in_flight", None) or 0)
+    open_kw = {}
+    if rates:
+        open_kw = {"arrival": getattr(cfg, "arrival", None) or "poisson",
+                   "max_lag_ms": float(getattr(cfg, "max_dispatch_lag_ms", None) or 10.0)}
     plans = []
-    for slot in stage_order(targets, cfg.ladder, [cfg.workload]):
-        spec = fixed_spec(slot.concurrency, cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests,
-                          bin_s=cfg.bin_s, max_cooldown_s=cfg.max_cooldown_s)
+    for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload]):
+        if rates:
+            open_kw["rate"] = float(slot.concurrency)  # the ladder's value is the rate
         plans.append(StagePlan(
-            index=slot.index, step=slot.step, target=slot.target.as_dict(), concurrency=spec.concurrency,
-            warmup_s=spec.warmup_s, duration_s=spec.duration_s, requests=spec.requests, bin_s=spec.bin_s,
-            max_cooldown_s=spec.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
+            index=slot.index, step=slot.step, target=slot.target.as_dict(),
+            concurrency=cap if rates else slot.concurrency,
+            warmup_s=cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
+            max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
             prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,
             tokenizer=cfg.tokenizer, slo=dict(cfg.slo), connect_timeout_s=cfg.connect_timeout_s,
-            read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id,
+            read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id, **open_kw,
         ))
     return plans
+
+
+def open_meta(cfg: RampConfig, rates: tuple[float, ...] | None) -> dict:
+    """The results document's ``open_loop`` block, as ``loadgen run --rate`` writes it (its axis, how the
+    schedule was drawn); nothing for a concurrency ramp."""
+    if not rates:
+        return {}
+    return {"open_loop": {"axis": "rate", "arrival": getattr(cfg, "arrival", None) or "poisson",
+                          "max_in_flight": getattr(cfg, "max_in_flight", None),
+                          "max_dispatch_lag_ms": getattr(cfg, "max_dispatch_lag_ms", None), "trace": None,
+                          "ladder": list(rates)}}
 
 
 def configurations(targets: list[TargetConf]) -> dict:
@@ -148,6 +178,7 @@ class Conductor:
         self.finished = False
         self.aborted = False
         self.probed = {}
+        rates = open_rates(self.cfg)
         name = "ramp.json" if self.runs == 1 else f"ramp-{self.runs}.json"
         meta = {
             "command": "locust ramp",
@@ -155,8 +186,9 @@ class Conductor:
             "config": self.cfg.source,
             "workload": self.cfg.workload,
             "seed": self.cfg.seed,
-            "ladder": list(self.cfg.ladder),
-            "order": [f"{p.label}@{p.concurrency}" for p in self.plans],
+            "ladder": list(rates or self.cfg.ladder),
+            "order": [f"{p.label}@{p.rate:g}/s" if p.open_loop else f"{p.label}@{p.concurrency}" for p in self.plans],
+            **open_meta(self.cfg, rates),
             "targets": [{k: v for k, v in t.as_dict().items() if k != "headers"} for t in self.targets],
             **configurations(self.targets),
             "locust": {"mode": "distributed" if self.distributed else "local"},
@@ -172,8 +204,8 @@ class Conductor:
             return
         self.aborted = True
         if self.cur is not None:
-            log.warning("loadgen: test stopped during stage %d/%d (%s C=%d); that stage is not written",
-                        self.cur.plan.index + 1, len(self.plans), self.cur.plan.label, self.cur.plan.concurrency)
+            log.warning("loadgen: test stopped during stage %d/%d (%s %s); that stage is not written",
+                        self.cur.plan.index + 1, len(self.plans), self.cur.plan.label, self.cur.plan.load_words)
             if self.executor is not None:
                 self.executor.abort()
             else:
@@ -211,6 +243,8 @@ class Conductor:
                 return None
             if not self._begin(self.plans[self.pos]):
                 return (0, 1.0)
+        if self.cur.plan.open_loop:
+            return (0, 1.0)  # no closed-loop user: each process's dispatcher sends on the schedule
         c = self.cur.plan.concurrency
         rate = c / self.cur.plan.spawn_s  # every user spawned before the stage's synchronised start
         return (c, rate + (0.001 if self._nudge else 0.0))
@@ -255,8 +289,8 @@ class Conductor:
             self._watch(plan, lambda: window,
                         lambda: self._broadcast("loadgen_scraped", {"key": plan.key}))
             self._broadcast("loadgen_stage", plan.to_msg())
-        log.info("loadgen: stage %d/%d: %s C=%d (warm-up %gs, %s)%s", plan.index + 1, len(self.plans), plan.label,
-                 plan.concurrency, plan.warmup_s,
+        log.info("loadgen: stage %d/%d: %s %s (warm-up %gs, %s)%s", plan.index + 1, len(self.plans), plan.label,
+                 plan.load_words, plan.warmup_s,
                  f"window {plan.duration_s:g}s" if plan.duration_s is not None else f"{plan.requests} requests",
                  f" on {len(plan.shares)} workers" if self.distributed else "")
         return True
@@ -335,7 +369,7 @@ class Conductor:
             if why:
                 cur.lost[w] = why
                 msg = (f"loadgen: {self._worker_name(w)} {why} during stage {cur.plan.index + 1} "
-                       f"({cur.plan.label} C={cur.plan.concurrency}); keeping the other workers' data, "
+                       f"({cur.plan.label} {cur.plan.load_words}); keeping the other workers' data, "
                        "stage marked incomplete")
                 log.error(msg)
 
@@ -377,11 +411,16 @@ class Conductor:
             merged.notes.append("no request started inside the steady window")
         d = self.writer.add_stage(merged)
         self.stages.append(d)
-        log.info("loadgen: stage %d/%d done: %s C=%d: %d ok, %d failed, %.1f tok/s, TTFT p50 %s ms, "
-                 "ITL p50 %s ms%s", plan.index + 1, len(self.plans), plan.label, plan.concurrency,
+        log.info("loadgen: stage %d/%d done: %s %s: %d ok, %d failed, %.1f tok/s, TTFT p50 %s ms, "
+                 "ITL p50 %s ms%s", plan.index + 1, len(self.plans), plan.label, plan.load_words,
                  d["requests"]["completed"], d["requests"]["failed"], d["output_tokens_per_s"],
                  _fmt(d["ttft"].get("p50")), _fmt(d["itl"].get("p50")),
                  " (INCOMPLETE)" if d.get("incomplete") else "")
+        ol = d.get("open_loop")
+        if ol:
+            lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
+            log.info("loadgen:     open loop: %s planned, %s sent, dispatch lag p99 %s ms%s", ol.get("planned"),
+                     ol.get("sent"), _fmt(lag), " (FLAGGED: the schedule was not kept)" if ol.get("lag_flagged") else "")
         self.cur = None
         self.pos += 1
 
@@ -390,13 +429,14 @@ class Conductor:
         cur = None
         if self.cur is not None:
             p = self.cur.plan
-            cur = {"index": p.index, "target": p.label, "concurrency": p.concurrency,
+            cur = {"index": p.index, "target": p.label, "concurrency": p.rate if p.open_loop else p.concurrency,
+                   "rate": p.rate,
                    "phase": self._phase(), "elapsed_s": round(time.monotonic() - self.cur.begun, 1),
                    "reported": len(self.cur.parts), "expected": len(self.cur.expected)}
         return {
             "run": self.runs, "total_stages": len(self.plans), "finished": self.finished, "aborted": self.aborted,
             "results": str(self.writer.path) if self.writer else None,
-            "targets": [t.label for t in self.targets], "ladder": list(self.cfg.ladder),
+            "targets": [t.label for t in self.targets], "ladder": list(open_rates(self.cfg) or self.cfg.ladder),
             "stages": [summary(d) for d in self.stages], "current": cur,
         }
 
@@ -423,8 +463,11 @@ def _fmt(v) -> str:
 def summary(d: dict) -> dict:
     """The figures the web UI shows for one written stage (no histograms)."""
     g = lambda m, k: d.get(m, {}).get(k)  # noqa: E731
+    # an open-loop stage sits on the ladder at its rate (its concurrency is the in-flight cap): the web UI's
+    # per-ladder-value table and chart read "concurrency"
     return {
-        "index": d["stage_index"], "target": d["target"], "concurrency": d["concurrency"],
+        "index": d["stage_index"], "target": d["target"],
+        "concurrency": d["rate"] if d.get("rate") is not None else d["concurrency"], "rate": d.get("rate"),
         "ttft_p50": g("ttft", "p50"), "ttft_p99": g("ttft", "p99"),
         "itl_p50": g("itl", "p50"), "itl_p99": g("itl", "p99"),
         "tokens_per_s": d.get("output_tokens_per_s"),

@@ -76,12 +76,26 @@ def add_options(parser, **kw) -> None:
 def check(cfg: RampConfig, options=None) -> RampConfig:
     """Everything that can be checked before any load is sent (or any simulator started)."""
     cfgmod.check_workload(cfg)
+    check_open(cfg)
     if cfg.targets:
         cfgmod.check_reachable(cfg.targets, source=cfg.source)
     else:
         given = getattr(options, "sim_modes", None)
         check_modes(cfg, "--sim-modes" if given and str(given).strip() else f"{cfg.source}: simulator.modes")
     return cfg
+
+
+def check_open(cfg: RampConfig) -> None:
+    """The open-loop options make sense together (as ``loadgen run``'s front checks them): one line if not."""
+    rates = getattr(cfg, "rate", None)
+    if getattr(cfg, "trace", None):
+        raise LoadgenError(f"{cfg.source}: run.trace: the Locust ramp does not replay traces (loadgen run --trace "
+                           "does); give --rate")
+    if getattr(cfg, "max_in_flight", None) is not None and not rates:
+        raise LoadgenError("--max-in-flight is for open-loop stages: give --rate")
+    lag = getattr(cfg, "max_dispatch_lag_ms", None)
+    if rates and lag is not None and not lag > 0:
+        raise LoadgenError(f"--max-dispatch-lag must be > 0 ms, got {lag:g}")
 
 
 def check_modes(cfg: RampConfig, where: str = "--sim-modes"):

@@ -128,19 +128,22 @@ class StageServer:
         else:
             sides = combine(edges, host, self.watch.span_ns, self.open_at, self.close_at)
             why = sides.why
-        with_checks(block, self.plan.concurrency, self.watch.max_running, sides if why is None else None, why)
+        with_checks(block, self.plan.concurrency, self.watch.max_running, sides if why is None else None, why,
+                    open_loop=self.plan.open_loop)
         merged.server = block
         merged.notes.extend(f"server: {n}" for n in block.get("notes", []))
 
 
-def with_checks(block: dict, concurrency: int, cap: int | None, sides, why: str | None) -> dict:
+def with_checks(block: dict, concurrency: int, cap: int | None, sides, why: str | None,
+                open_loop: bool = False) -> dict:
     """loadgen.serverview.checks over the whole stage's client (every process's counts added, so the view
     is one client's: ``processes`` 1); where the counts cannot be set against the scrapes soundly,
     the token and acceptance checks say "not comparable" and why, and the running batch (a server
-    figure against the stage's C) is still checked."""
+    figure against the stage's C; an open loop's is the arrivals', held to no C) is still checked."""
     if sides is not None:
-        return add_checks(block, ClientView(concurrency, 1, sides.ended, sides.tokens_open, sides.tokens_close, cap))
-    return add_checks(block, ClientView(concurrency, 1, max_running=cap, not_comparable=why))
+        return add_checks(block, ClientView(concurrency, 1, sides.ended, sides.tokens_open, sides.tokens_close, cap,
+                                            open_loop=open_loop))
+    return add_checks(block, ClientView(concurrency, 1, max_running=cap, open_loop=open_loop, not_comparable=why))
 
 
 def reset_before(plan: StagePlan, probed: dict | None) -> dict:

@@ -2,13 +2,15 @@
 
 Everything a process needs to run its share of a stage travels in the plan
 (target URL and protocol, workload, lengths, SLOs, timeouts), so a worker on
-another machine needs no config file of its own.
+another machine needs no config file of its own. An open-loop stage (``rate`` set) carries its
+rate, arrival process and lag bound too; its ``concurrency`` is then the in-flight cap (0: none)
+and its spec is ``loadgen run --rate``'s (loadgen.run.order.open_spec).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from loadgen.client.stream import Timeouts
@@ -27,6 +29,7 @@ class StagePlan:
     """Position in the ladder: every target's stage at one concurrency shares it (and the prompt seed)."""
     target: dict
     concurrency: int
+    """A closed loop's users; an open loop's in-flight cap (0: none)."""
     warmup_s: float = 5.0
     spawn_s: float = 0.0
     """Locust spawns the stage's users within this long; they all start together after it (as the runner's)."""
@@ -57,6 +60,21 @@ class StagePlan:
     """The master scrapes the target's /metrics over this window: each process keeps what it saw near the
     window's edges (loadgen/locust/edges.py) and keeps its users going until the closing scrape is done."""
 
+    rate: float | None = None
+    """Open loop: requests per second, sent at the planned times of ``arrival`` (None: a closed loop)."""
+    arrival: str = "poisson"
+    max_lag_ms: float = 10.0
+    """Open loop: a stage whose dispatch lag p99 exceeds this is flagged (the schedule was not kept)."""
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def load_words(self) -> str:
+        """How the stage's place on the ladder is said in logs: "C=4" or "rate=2/s"."""
+        return f"rate={self.rate:g}/s" if self.rate is not None else f"C={self.concurrency}"
+
     @property
     def label(self) -> str:
         return self.target["label"]
@@ -78,7 +96,15 @@ class StagePlan:
                       dict(t.get("headers") or {}), bool(t.get("spec_details", False)))
 
     def spec(self) -> StageSpec:
-        """The stage's window plan, as the conductor computed it (loadgen.run.order.fixed_spec)."""
+        """The stage's window plan, as the conductor computed it: loadgen.run.order.fixed_spec, or for an
+        open loop open_spec (a fixed warm-up, the arrivals, the cool-down bounded as ``loadgen run --rate``'s)."""
+        if self.rate is not None:
+            from loadgen.run.order import OpenPlan, open_spec
+
+            spec = open_spec(OpenPlan(self.arrival, self.concurrency, self.max_lag_ms), self.rate, self.warmup_s,
+                             None, duration_s=self.duration_s, requests=self.requests,
+                             max_cooldown_s=self.max_cooldown_s)
+            return replace(spec, bin_s=self.bin_s)
         return fixed_spec(self.concurrency, self.warmup_s, duration_s=self.duration_s, requests=self.requests,
                           bin_s=self.bin_s, max_cooldown_s=self.max_cooldown_s)
 
