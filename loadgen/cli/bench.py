@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim|crossover``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover|dispatch``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ BENCHES = {
     "client": "loadgen.bench.client_bench",
     "sim": "loadgen.sim.bench",
     "crossover": "loadgen.bench.crossover_bench",
+    "dispatch": "loadgen.bench.dispatch_bench",
 }
 
 
