@@ -304,7 +304,7 @@ def _summary(reqs: list[VirtualRequest], trace: _Trace, *, mode: str, rate: floa
     def waiting_at(k: int) -> int:
         return trace.waiting[min(k, len(trace.waiting) - 1)] if trace.waiting else 0
 
-    q0, q1 = waiting_at(lo), waiting_at(hi)
+    q0, q1 = waiting_at(lo), waiting_at(max(lo, hi - 1))  # the last forward begun inside the window
     n = len(inside)
     rejected = n - len(served)
     growth, scatter = _trend(starts[lo:hi], [a + b for a, b in zip(trace.running[lo:hi], trace.waiting[lo:hi])],
