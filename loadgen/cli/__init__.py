@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workloads": ("loadgen.cli.workloads", "list and show prompt workloads"),
     "bench": ("loadgen.cli.bench", "benchmarks of loadgen itself (client, simulator)"),
     "crossover": ("loadgen.cli.crossover", "baseline vs speculative ramp and crossover detection"),
+    "capacity": ("loadgen.cli.capacity", "each configuration's highest request rate meeting percentile SLOs"),
     "report": ("loadgen.cli.report", "render a results directory as tables, JSON, CSV and HTML"),
 }
 

@@ -171,9 +171,17 @@ def run(args) -> int:
         workloads = [s.workload.strip()]
     else:
         workloads = [w.strip() for w in s.workload.split(",") if w.strip()]
+    workloads = front.workloads_of(s, workloads)  # --trace: the trace's own
+    front.open_plan(s)  # an open-loop flag in a wrong combination fails here, before any server starts
+    if s.capacity and not (s.rate or s.trace):
+        raise LoadgenError("--capacity searches rates: give a --rate ladder to start from")
+    if s.capacity:
+        from loadgen.analysis.rates import parse_slos
+
+        parse_slos(s.capacity)
     make_source = front.source_factory(s, workloads)  # a bad workload name fails here, before any server starts
     with ExitStack() as stack:
-        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed}
+        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed, **front.open_meta(s)}
         commands = {}
         if configs is None:
             modes = tuple(s.sim_modes or ("baseline", "spec"))
@@ -220,9 +228,16 @@ def run(args) -> int:
         front.probe_ahead(targets, commands, writer)
         def refine() -> None:
             if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
-                _refine(plan, writer, args)
+                if plan.open is not None:
+                    if s.capacity:
+                        from loadgen.cli.rates import search
 
-        outcome = front.drive(plan, writer, keep_on_error=True, then=refine if args.refine else None)
+                        search(plan, writer, args)
+                else:
+                    _refine(plan, writer, args)
+
+        outcome = front.drive(plan, writer, keep_on_error=True,
+                              then=refine if args.refine or (plan.open is not None and s.capacity) else None)
     if outcome.status == "done":
         return _analyse_and_report(load(out / "run.json"), out, args)
     if outcome.status == "interrupted":
@@ -270,6 +285,12 @@ def _refined(res: dict, wl: str, per: dict) -> list[MetricAnalysis]:
 
 
 def _analyse_and_report(doc: dict, out: Path, args) -> int:
+    from loadgen.analysis.rates import is_rate_run
+
+    if is_rate_run(doc):
+        from loadgen.cli import rates
+
+        return rates.report(doc, out, args)
     res = analyze_run(doc, confidence=args.confidence)
     sim = doc["run"].get("simulator")
     if sim and "seed" in sim:

@@ -21,6 +21,7 @@ from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
 from loadgen.run.orchestrate import ServerCommand
 from loadgen.run.probe import probe_target
+from loadgen.run.order import OpenPlan
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter
 from loadgen.run.runner import RunOptions
@@ -39,13 +40,30 @@ def source_factory(s: Settings, workloads: list[str]) -> Callable[[str], Callabl
     from loadgen.workloads import Lengths, resolve
 
     lengths = Lengths.parse(s.prompt_tokens, s.max_tokens, s.tokenizer, s.ignore_eos)
+    traced = trace_workload(s, lengths) if s.trace else None
 
     def make_source(spec: str):
+        if traced is not None and spec == traced.name:
+            return traced.requests
         return resolve(spec, lengths).requests
 
     for w in workloads:
         make_source(w)
     return make_source
+
+
+def trace_workload(s: Settings, lengths=None):
+    """--trace: the trace's requests, prompts from --workload's text at the trace's lengths."""
+    from loadgen.workloads import Lengths
+    from loadgen.workloads.traced import TraceWorkload
+
+    lengths = lengths or Lengths.parse(s.prompt_tokens, s.max_tokens, s.tokenizer, s.ignore_eos)
+    return TraceWorkload(trace_of(s), base=s.workload or "freetext", tokenizer=lengths.tokenizer)
+
+
+def workloads_of(s: Settings, workloads: list[str]) -> list[str]:
+    """The workloads a run's stages carry: with --trace the trace's one (named trace:NAME)."""
+    return [trace_workload(s).name] if s.trace else workloads
 
 
 def run_options(s: Settings) -> RunOptions:
@@ -97,9 +115,52 @@ def target_meta(targets: list[Target]) -> list[dict]:
     return [{"label": t.label, "url": t.url, "protocol": t.protocol} for t in targets]
 
 
+def open_plan(s: Settings) -> OpenPlan | None:
+    """The open-loop ladder the settings ask for (--rate, or --trace with its speeds), or None."""
+    if s.rate and s.trace:
+        raise LoadgenError("--rate and --trace: give one (a trace brings its own rate; --trace-speed scales it)")
+    if s.trace_speed and not s.trace:
+        raise LoadgenError("--trace-speed needs --trace")
+    if s.max_in_flight is not None and s.max_in_flight < 1:
+        raise LoadgenError(f"--max-in-flight must be >= 1, got {s.max_in_flight}")
+    if s.max_in_flight is not None and not (s.rate or s.trace):
+        raise LoadgenError("--max-in-flight is for open-loop stages: give --rate or --trace")
+    if s.max_dispatch_lag is not None and not s.max_dispatch_lag > 0:
+        raise LoadgenError(f"--max-dispatch-lag must be > 0 ms, got {s.max_dispatch_lag:g}")
+    if not (s.rate or s.trace):
+        return None
+    times = None
+    if s.trace:
+        times = tuple(trace_of(s).times())
+    return OpenPlan(arrival=s.arrival or "poisson", max_in_flight=s.max_in_flight or 0,
+                    max_lag_ms=s.max_dispatch_lag or 10.0, trace_times=times)
+
+
+def trace_of(s: Settings):
+    from loadgen.timing.trace import load_trace
+
+    return load_trace(s.trace)
+
+
+def ladder_of(s: Settings) -> list:
+    """The ladder's values: rates (--rate), trace speeds (--trace, default 1) or concurrencies."""
+    if s.trace:
+        return list(s.trace_speed or [1.0])
+    return list(s.rate) if s.rate else s.ladder
+
+
+def open_meta(s: Settings) -> dict:
+    """run.json's ``run.open_loop``: the ladder's kind and how it was drawn (the analysis reads its axis here)."""
+    if not (s.rate or s.trace):
+        return {}
+    return {"open_loop": {"axis": "trace speed" if s.trace else "rate", "arrival": "trace" if s.trace else s.arrival,
+                          "max_in_flight": s.max_in_flight, "max_dispatch_lag_ms": s.max_dispatch_lag,
+                          "trace": s.trace, "ladder": ladder_of(s)}}
+
+
 def ramp_plan(s: Settings, targets: list[Target], workloads: list[str], make_source, opts: RunOptions, *,
               commands: dict[str, ServerCommand] | None = None, adapt_window: bool = False) -> RampPlan:
-    return RampPlan(targets=targets, ladder=s.ladder, workloads=workloads, make_source=make_source, opts=opts,
+    return RampPlan(targets=targets, ladder=ladder_of(s), open=open_plan(s), workloads=workloads, make_source=make_source, opts=opts,
                     duration_s=None if s.requests else s.duration, requests=s.requests, warmup_s=s.warmup,
                     processes=s.processes, loop=s.loop, commands=commands or {}, adapt_window=adapt_window,
                     max_stage_s=s.max_stage_time, max_run_s=s.max_run_time,

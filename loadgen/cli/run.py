@@ -23,13 +23,14 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     s = flags.typed(args, "run")
-    workloads = [s.workload]
+    workloads = front.workloads_of(s, [s.workload])
     make_source = front.source_factory(s, workloads)
     opts = front.run_options(s)
     front.sigterm_like_ctrl_c()
     with ExitStack() as stack:
         url = s.url
-        meta = {"command": "run", "argv": sys.argv[1:], "workload": s.workload, "seed": s.seed}
+        meta = {"command": "run", "argv": sys.argv[1:], "workload": workloads[0], "seed": s.seed,
+                **front.open_meta(s)}
         if url is None:
             [url] = front.start_simulators(stack, s, (s.sim_mode,))
             meta["simulator"] = {"profile": s.sim_profile, "mode": s.sim_mode, "time_scale": s.sim_time_scale}

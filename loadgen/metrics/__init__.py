@@ -49,6 +49,10 @@ class Metric:
     a window's p99 needs enough samples to mean anything, its p50 a few. Binned per window
     only where ``loadgen.stage.timeline.BIN_HISTS`` keeps it."""
 
+    binned: bool = False
+    """Also kept per timeline bin without being a crossover metric (an open loop's SLO percentiles are
+    bootstrapped over the window's bins: loadgen.analysis.rates)."""
+
     def slo_value(self, rec: RequestRecord) -> float | None:
         """The request's value (ms) checked against ``slo_key``; None: nothing to check for this request."""
         return None

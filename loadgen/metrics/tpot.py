@@ -7,6 +7,7 @@ class TPOT(Metric):
     description = "(E2E − TTFT) / (output tokens − 1), one sample per request; its inverse is the per-user decode rate"
     slo_key = "tpot_ms"
     csv_stats = ("p50", "p90", "p99")
+    binned = True
 
     def samples(self, rec, lo_ns, hi_ns):
         n = rec.output_tokens

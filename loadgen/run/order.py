@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Sequence, TypeVar
 
+from loadgen.errors import LoadgenError
 from loadgen.run.spec import StageSpec
+from loadgen.timing.arrivals import Replay, arrivals
 
 T = TypeVar("T")
 
@@ -37,6 +39,7 @@ class Slot(Generic[T]):
     """Position in the ladder: every target's stage at one concurrency shares it."""
     workload: str
     concurrency: int
+    """The ladder's value: a concurrency, or in an open-loop ladder a rate (req/s) or a trace's speed."""
     target: T
 
 
@@ -79,6 +82,59 @@ def stage_order(targets: Sequence[T], ladder: Sequence[int], workloads: Sequence
         order += [(ti, w, len(ladder) + j, c) for ti in rows[k % len(rows)]]
         k += 1
     return [Slot(i, step, w, c, targets[ti]) for i, (ti, w, step, c) in enumerate(order)]
+
+
+@dataclass(frozen=True)
+class OpenPlan:
+    """An open-loop ladder: its values are rates (req/s) drawn by ``arrival``, or with ``trace_times``
+    a trace's speeds (each stage replays the trace that many times faster)."""
+
+    arrival: str = "poisson"
+    max_in_flight: int = 0
+    """0: no cap."""
+    max_lag_ms: float = 10.0
+    trace_times: tuple[float, ...] | None = None
+    """The trace's send offsets (s) at speed 1."""
+
+    def schedule(self, value: float):
+        if self.trace_times is not None:
+            return Replay(tuple(t / value for t in self.trace_times), value)
+        return arrivals(value, self.arrival)
+
+    def window_s(self, value: float, warmup_s: float, duration_s: float | None) -> float | None:
+        """A trace's window runs from the warm-up's end to its last send; a rate's is ``duration_s``."""
+        if self.trace_times is None:
+            return duration_s
+        last = self.trace_times[-1] / value
+        if last - warmup_s < 1.0:
+            raise LoadgenError(f"--trace at speed {value:g} lasts {last:.1f} s: nothing is left for a window after "
+                               f"the {warmup_s:g} s warm-up (a shorter --warmup or a lower --trace-speed)")
+        return last - warmup_s
+
+
+BIN_REQUESTS = 6
+"""An open-loop stage's timeline bins hold at least this many planned requests on average: a bin's
+TPOT or TTFT p50 is one crossover sample and needs 3 (loadgen.metrics), so at 2 req/s a bin is 3 s."""
+OPEN_COOLDOWN_MIN_S = 10.0
+"""An open-loop stage's cool-down ends at twice its window (and a request) or this, whichever is longer:
+a saturated server's queue never drains while the schedule goes on, and the stage is then cut there,
+its window kept (loadgen.stage.saturation reads the cut as saturation) rather than run for 600 s."""
+
+
+def open_spec(plan: OpenPlan, value: float, warmup_s: float, last_e2e_s: float | None, *,
+              duration_s: float | None = 30.0, requests: int | None = None, max_stage_s: float | None = None,
+              budget_by: str = "max-stage-time", max_cooldown_s: float = 600.0) -> StageSpec:
+    """An open-loop stage at ``value`` (a rate, or a trace's speed): a fixed warm-up (the schedule itself
+    brings the load up), the window, a bounded cool-down."""
+    window = plan.window_s(value, warmup_s, duration_s)
+    d = last_e2e_s or 0.0
+    cool = float(round(min(max_cooldown_s, max(OPEN_COOLDOWN_MIN_S, 2 * (window or 10.0) + 2 * d))))
+    sched = plan.schedule(value)
+    # a window bin's percentile needs requests: at least BIN_REQUESTS planned per bin, else a twentieth
+    bin_s = max((window or 10.0) / 20, BIN_REQUESTS / sched.rate) if sched.rate > 0 else None
+    return StageSpec(plan.max_in_flight, duration_s=window, requests=requests, warmup_s=warmup_s, max_warmup_s=None,
+                     bin_s=bin_s, max_stage_s=max_stage_s, budget_by=budget_by, expected_request_s=d or None,
+                     max_cooldown_s=cool, arrivals=sched, max_lag_ms=plan.max_lag_ms)
 
 
 def fixed_spec(concurrency: int, warmup_s: float, *, duration_s: float | None = 30.0, requests: int | None = None,
@@ -178,9 +234,15 @@ class Schedule:
     requests: int | None = None
     adapt_window: bool = False
     max_stage_s: float | None = None
+    open: OpenPlan | None = None
+    """An open-loop ladder (its values rates or trace speeds); None: concurrencies."""
 
     def spec(self, i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True) -> StageSpec:
         s = self.slots[i]
+        if self.open is not None:
+            return open_spec(self.open, s.concurrency, self.warmup_s,
+                             self.durations.guess(s.target.label, s.workload, s.concurrency, False),
+                             duration_s=self.duration_s, requests=self.requests, max_stage_s=budget, budget_by=by)
         return warmed_spec(s.concurrency, self.warmup_s, self.durations.guess(s.target.label, s.workload,
                                                                               s.concurrency, scaled),
                            duration_s=self.duration_s, requests=self.requests, adapt_window=self.adapt_window,

@@ -19,8 +19,8 @@ from typing import Callable
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
 from loadgen.run.orchestrate import ManagedServer, ServerCommand
-from loadgen.run.order import (NO_GUESS_MAX_WARMUP_S, Durations, Schedule, e2e_guess, fmt_s, stage_order,
-                               warmed_spec)
+from loadgen.run.order import (NO_GUESS_MAX_WARMUP_S, Durations, OpenPlan, Schedule, e2e_guess, fmt_s,
+                               stage_order, warmed_spec)
 from loadgen.run.probe import probe_target
 from loadgen.run.processes import run_stage_processes
 from loadgen.run.progress import ProgressLine
@@ -29,6 +29,8 @@ from loadgen.serverview.page import fetch
 from loadgen.serverview.reset import reset_cache
 from loadgen.serverview.watch import ServerWatch, running_cap
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, WindowProbe
+from loadgen.stage.result import stage_load
+from loadgen.stage.saturation import saturation
 
 __all__ = ["NO_GUESS_MAX_WARMUP_S", "RampPlan", "e2e_guess", "log", "run_ramp", "warmed_spec"]
 
@@ -63,6 +65,16 @@ class RampPlan:
     """--server-metrics-interval: seconds between the samples of /metrics inside a window (0: edges only)."""
     reset_cache: bool = False
     """--reset-cache: empty the server's prefix cache before each stage."""
+    open: OpenPlan | None = None
+    """An open-loop ladder: ``ladder`` holds rates (req/s) or, with a trace, its speeds."""
+    climb_past_saturation: bool = False
+    """Open loop: go on to higher rates for a target after one of its stages saturated."""
+
+    def load_words(self, value) -> str:
+        """How a ladder value is said: "C=10", "rate=2.5/s", "trace x2"."""
+        if self.open is None:
+            return f"C={value}"
+        return f"trace x{value:g}" if self.open.trace_times is not None else f"rate={value:g}/s"
 
     def stages(self) -> list[tuple[str, int, Target]]:
         """(workload, C, target) in the order they run (loadgen.run.order.stage_order): one server at a time
@@ -99,9 +111,11 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     for d in writer.stages:  # refinement rounds: what earlier rounds measured
         wl = next(iter(d.get("workloads", {})), None)
         if wl and d.get("e2e", {}).get("p50") and not d.get("incomplete"):
-            durations.add(d["target"], wl, d["concurrency"], d["e2e"]["p50"] / 1000)
+            durations.add(d["target"], wl, stage_load(d), d["e2e"]["p50"] / 1000)
     sched = Schedule(slots, durations, plan.warmup_s, duration_s=plan.duration_s, requests=plan.requests,
-                     adapt_window=plan.adapt_window, max_stage_s=plan.max_stage_s)
+                     adapt_window=plan.adapt_window, max_stage_s=plan.max_stage_s, open=plan.open)
+    saturated_at: dict[tuple[str, str], tuple[float, str]] = {}
+    """(target, workload) → the value where it saturated and why: higher values are not run for it."""
     index0 = len(writer.stages)
     t_start = time.monotonic()
     run_deadline = t_start + plan.max_run_s if plan.max_run_s else None
@@ -114,6 +128,13 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     try:
         for i, slot in enumerate(slots):
             wl, c, target = slot.workload, slot.concurrency, slot.target
+            sat = saturated_at.get((target.label, wl))
+            if sat is not None and c > sat[0] and not plan.climb_past_saturation:
+                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, the server "
+                    f"saturated at {plan.load_words(sat[0])} ({sat[1]})")
+                writer.run.setdefault("not_run", []).append(
+                    {"target": target.label, "workload": wl, "value": c, "why": f"saturated at {sat[0]:g}"})
+                continue
             given = sched.budget(i, None if run_deadline is None else run_deadline - time.monotonic())
             if given is None:
                 writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i}
@@ -125,9 +146,9 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             if wl not in sources:
                 sources[wl] = plan.make_source(wl)
             spec = sched.spec(i, budget, by)
-            log(f"[{i + 1}/{n}] {target.label} C={c} workload={wl} "
+            log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl} "
                 f"(elapsed {fmt_s(time.monotonic() - t_start)}, about {sched.left(i, spec)} left)")
-            line = ProgressLine(f"{target.label} C={c}", after_s=sched.after(i))
+            line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(i))
             probe = (plan.window_probe(target) if plan.window_probe is not None
                      else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
             reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
@@ -152,6 +173,15 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
                 + (" [client-bound]" if d["client"]["client_bound"] else "")
                 + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))
+            if plan.open is not None:
+                ol = d.get("open_loop") or {}
+                lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
+                verdict = saturation(d)
+                log(f"    offered {ol.get('rate', c):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s in the "
+                    f"window; dispatch lag p99 {lag if lag is not None else float('nan'):.2f} ms"
+                    + (f"; SATURATED: {verdict.why}" if verdict.saturated else ""))
+                if verdict.saturated:
+                    saturated_at.setdefault((target.label, wl), (c, verdict.why))
             for note in d["notes"]:
                 log(f"    note: {note}")
             done.append(d)

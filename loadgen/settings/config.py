@@ -35,7 +35,9 @@ from loadgen.client.protocols import PROTOCOLS
 from loadgen.settings import knobs as K
 from loadgen.settings.knobs import Knob
 from loadgen.settings.parse import LABEL
+from loadgen.settings.parse import arrival as parse_arrival
 from loadgen.settings.parse import duration as parse_duration
+from loadgen.settings.parse import rates as parse_rates
 
 
 @dataclass
@@ -75,6 +77,13 @@ class SimConf:
 @dataclass
 class RampConfig:
     ladder: tuple[int, ...] = K.LADDER
+    rate: tuple[float, ...] | None = None
+    """Open loop: a ladder of request rates (req/s) instead of concurrencies."""
+    arrival: str = "poisson"
+    max_in_flight: int | None = None
+    max_dispatch_lag_ms: float = 10.0
+    trace: str | None = None
+    trace_speed: tuple[float, ...] | None = None
     warmup_s: float = K.WARMUP_S
     duration_s: float | None = K.DURATION_S
     requests: int | None = None
@@ -186,6 +195,31 @@ class _Checker:
             if b <= a:
                 raise self.fail(key, f"concurrencies must increase, got {b} after {a}")
         return tuple(v)
+
+    def rates(self, key: str, v: Any) -> tuple[float, ...]:
+        """A ladder of rates (req/s) or trace speeds: numbers > 0, increasing (a Locust option gives text)."""
+        if isinstance(v, str):
+            try:
+                v = parse_rates(v, key)
+            except LoadgenError as exc:
+                raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
+        if not isinstance(v, list) or not v:
+            raise self.fail(key, f"expected a list of rates like [1, 2, 5.5], got {self._kind(v)} ({v!r})")
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
+                raise self.fail(key, f"expected numbers > 0, got {x!r}")
+        for a, b in zip(v, v[1:]):
+            if b <= a:
+                raise self.fail(key, f"rates must increase, got {b} after {a}")
+        return tuple(float(x) for x in v)
+
+    def arrival(self, key: str, v: Any) -> str:
+        if not isinstance(v, str):
+            raise self.fail(key, f"expected \"poisson\", \"constant\" or \"gamma:CV\", got {self._kind(v)} ({v!r})")
+        try:
+            return parse_arrival(v, key)
+        except LoadgenError as exc:
+            raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
 
     def length(self, key: str, v: Any) -> str:
         from loadgen.workloads import Length

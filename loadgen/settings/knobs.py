@@ -136,6 +136,31 @@ class Settings:
         fronts=FRONTS, default=ladder_text(LADDER), default_by={"run": ladder_text(RUN_LADDER)},
         help_by={"locust": f"concurrency ladder, e.g. 1,2,5,10 (default {ladder_text(LADDER)})"},
         parse=parse.ladder, toml="run.ladder", attr="ladder", check="ladder", section="stages")
+    rate: list[float] | None = knob(
+        "--rate", "open loop: a ladder of request rates (req/s), comma-separated, e.g. 1,2,5,10, instead of "
+        "--ladder: requests are sent at planned times whether or not earlier ones finished", fronts=FRONTS,
+        parse=parse.rates, toml="run.rate", attr="rate", check="rates", section="stages")
+    arrival: str | None = knob(
+        "--arrival", "open loop: the arrival process, poisson, constant or gamma:CV (CV > 1 burstier than "
+        "Poisson; default poisson)", fronts=FRONTS, default="poisson", parse=parse.arrival, toml="run.arrival",
+        attr="arrival", check="arrival", section="stages")
+    max_in_flight: int | None = knob(
+        "--max-in-flight", "open loop: at most N requests in flight; a send that finds them all busy waits (its "
+        "wait is dispatch lag; default: no cap)", fronts=FRONTS, type=int, toml="run.max_in_flight",
+        attr="max_in_flight", check="integer", check_kw={"lo": 1}, section="stages")
+    max_dispatch_lag: float | None = knob(
+        "--max-dispatch-lag", "open loop: flag a stage whose dispatch lag p99 exceeds this many ms: the client did "
+        "not keep the schedule (default {default:g})", fronts=FRONTS, default=10.0, type=float,
+        help_by={"locust": "open loop: flag a stage whose dispatch lag p99 exceeds this many ms (default 10)"},
+        toml="run.max_dispatch_lag", attr="max_dispatch_lag_ms", check="number", section="stages")
+    trace: str | None = knob(
+        "--trace", "open loop: replay a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids), "
+        "a file or a shipped one (mooncake-small), prompts from --workload at its lengths", toml="run.trace",
+        attr="trace", check="string", section="traffic")
+    trace_speed: list[float] | None = knob(
+        "--trace-speed", "replay the trace this many times faster, a ladder, e.g. 0.5,1,2 (default 1)",
+        parse=lambda text, flag: parse.rates(text, flag), toml="run.trace_speed", attr="trace_speed",
+        check="rates", section="traffic")
     warmup: float | None = knob(
         "--warmup", "minimum warm-up before each window (default {default}); the window opens once the load is "
         "measured steady", fronts=FRONTS, default=seconds_text(WARMUP_S),
@@ -279,6 +304,16 @@ class Settings:
     confidence: float | None = knob(
         "--confidence", "interval confidence (default 0.90)", default=0.90, type=float, fronts=("crossover",),
         section="analysis")
+    capacity: str | None = knob(
+        "--capacity", "open loop: each configuration's highest rate meeting these percentile SLOs, e.g. "
+        "ttft_p99=800ms,tpot_p50=40ms (TTFT and E2E from the planned send), searched with extra stages where "
+        "the answer is uncertain", metavar="SLOS", fronts=("crossover",), section="analysis")
+    capacity_width: float | None = knob(
+        "--capacity-width", "stop searching a capacity once its interval's high/low ≤ this (default {default:g})",
+        default=1.15, type=float, fronts=("crossover",), section="analysis")
+    capacity_budget: int | None = knob(
+        "--capacity-budget", "at most this many extra stages per configuration for the capacity search (default "
+        "{default})", default=4, type=int, fronts=("crossover",), section="analysis")
     no_report: bool | None = knob(
         "--no-report", "skip the HTML report", action="store_true", default=False, fronts=("crossover",),
         section="output")

@@ -35,6 +35,31 @@ def ladder(text: str, what: str = "--concurrency") -> list[int]:
     return values
 
 
+def rates(text: str, what: str = "--rate") -> list[float]:
+    """'1,2,5.5,10' → [1.0, 2.0, 5.5, 10.0] requests/s: each > 0, strictly increasing."""
+    import math
+
+    try:
+        values = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise LoadgenError(f"{what}: {text!r} is not a comma-separated list of rates (requests/s)") from None
+    if not values:
+        raise LoadgenError(f"{what}: the list of rates is empty")
+    if any(not (math.isfinite(v) and v > 0) for v in values):
+        raise LoadgenError(f"{what}: rates must be > 0 requests/s, got {text!r}")
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise LoadgenError(f"{what}: rates must increase, got {text!r}")
+    return values
+
+
+def arrival(text: str, what: str = "--arrival") -> str:
+    """'poisson' | 'constant' | 'gamma:CV', checked (loadgen.timing.arrivals); the text as given."""
+    from loadgen.timing.arrivals import parse_arrival
+
+    parse_arrival(text, what)
+    return str(text).strip().lower()
+
+
 def slo(text: str | None) -> Slo:
     """'ttft_ms=500,tpot_ms=50' → Slo."""
     out = Slo()

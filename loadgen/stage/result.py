@@ -306,6 +306,11 @@ class StageResult:
         )
 
 
+def stage_load(d: dict) -> float:
+    """Where a stage dict sits on its ladder: its offered rate (req/s) if open-loop, else its C."""
+    return d["rate"] if d.get("rate") is not None else d["concurrency"]
+
+
 _OPEN_KEYS = ("rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent", "held_by_cap")
 
 

@@ -19,7 +19,7 @@ from loadgen.metrics import REGISTRY
 COUNTERS = ("tokens", "completed", "good", "decode_rate_sum", "decode_rate_n")
 # Per-second histograms only for the metrics whose per-window percentiles are crossover samples
 # (ttft, itl today): the others are read from the stage histogram alone, and binning costs memory.
-BIN_HISTS = tuple(m.name for m in REGISTRY if m.crossover_percentiles)
+BIN_HISTS = tuple(m.name for m in REGISTRY if m.crossover_percentiles or m.binned)
 
 
 def _bin_hist() -> Hist:

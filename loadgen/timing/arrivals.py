@@ -76,6 +76,27 @@ class Arrivals:
         return out  # pragma: no cover - the sequence is endless
 
 
+@dataclass(frozen=True)
+class Replay:
+    """A trace's send times (loadgen.timing.trace), replayed ``speed`` times faster: a finite schedule."""
+
+    offsets_s: tuple[float, ...]
+    speed: float = 1.0
+
+    @property
+    def rate(self) -> float:
+        """The replay's mean rate (req/s): requests over the span of their send times."""
+        span = (self.offsets_s[-1] - self.offsets_s[0]) if len(self.offsets_s) > 1 else 0.0
+        return (len(self.offsets_s) - 1) / span if span > 0 else float(len(self.offsets_s))
+
+    @property
+    def name(self) -> str:
+        return f"trace x{self.speed:g}"
+
+    def times(self, seed: int) -> Iterator[float]:
+        return iter(self.offsets_s)
+
+
 def parse_arrival(text: str | None, flag: str = "--arrival") -> tuple[str, float]:
     """``poisson`` | ``constant`` | ``gamma:CV`` → (kind, cv); one line naming ``flag`` otherwise."""
     t = (text or "poisson").strip().lower()

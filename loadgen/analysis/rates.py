@@ -1,0 +1,388 @@
+"""An open-loop run in rate terms: per rate and target what was offered and achieved, the crossovers
+along the rate axis by latency and goodput, each target's saturation, and capacity under SLOs.
+
+In: a results document whose stages are open-loop (each has ``rate`` and ``open_loop``), the
+configurations (reference first), the confidence, and optionally percentile SLOs
+(:class:`SloTerm`, ``ttft_p99=800ms,tpot_p50=40ms``). Out: :class:`RateAnalysis` (rates.json).
+
+In an open loop every target carries the offered rate until it saturates, so throughput
+cannot choose between them below that: the comparison is by latency (TTFT and E2E from the
+planned send, TPOT, ITL) and goodput, through the concurrency analysis's machinery
+(loadgen.analysis.locate: per-window samples, bootstrap, Šidák over the ladder) with the
+rate as its axis. Saturation is read from each stage (loadgen.stage.saturation) and stated
+as an interval between the last rate a target kept up with and the first it did not.
+
+Capacity under SLOs: at each of a target's stages the margin is log(value / limit) of its
+worst SLO, the value being the stage's percentile; its interval comes from a bootstrap over
+the window's bins (their histograms resampled and merged), at the Šidák share of the
+confidence over that target's stages; a saturated stage fails every latency SLO. The
+capacity is where the margin's point curve first crosses zero, interpolated on log rate; its
+interval is where the bands' ends cross zero. A stage whose dispatch lag was flagged is left
+out (its load was not the one planned).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from loadgen.analysis.compare import METRICS, CrossoverMetric, window_whole
+from loadgen.analysis.crossover import StageSamples, analyze
+from loadgen.analysis.results import BASELINE_TO_SPEC
+from loadgen.errors import LoadgenError
+from loadgen.histograms import Hist
+from loadgen.stage.saturation import saturation
+from loadgen.stage.selfcheck import _buckets
+
+RATE_METRICS = ("ttft_planned_p50", "ttft_planned_p99", "decode_rate", "tpot_p50", "itl_p50", "itl_p99", "e2e_planned_p50",
+                "e2e_planned_p99", "goodput_requests_per_s")
+"""The metrics compared along the rate axis: the open loop's latencies and goodput (not throughput:
+below saturation it is the offered rate for every target)."""
+def _metric(name: str) -> CrossoverMetric:
+    """A rate metric: a crossover metric, or a binned percentile the concurrency analysis does not compare
+    (TPOT per window: in an open loop it is what speculation changes most)."""
+    m = next((x for x in METRICS if x.name == name), None)
+    if m is not None:
+        return m
+    from loadgen.metrics import BY_NAME, CrossoverSample
+
+    base, _, p = name.rpartition("_p")
+    b = BY_NAME[base]
+    return CrossoverMetric(CrossoverSample(name, f"{b.label} p{p}", b.unit, False, "percentile", (base,), float(p), 3))
+
+
+SLO_METRIC = {"ttft": "ttft_planned", "e2e": "e2e_planned", "tpot": "tpot", "itl": "itl"}
+"""An SLO key's metric: in an open loop TTFT and E2E are held from the planned send, the user's wait."""
+N_BOOT = 400
+
+
+@dataclass(frozen=True)
+class SloTerm:
+    """One capacity SLO: the stage's ``percentile`` of ``key`` (ttft, tpot, itl, e2e) at most ``limit_ms``."""
+
+    key: str
+    percentile: float
+    limit_ms: float
+
+    @property
+    def metric(self) -> str:
+        return SLO_METRIC[self.key]
+
+    @property
+    def text(self) -> str:
+        return f"{self.key.upper()} p{self.percentile:g} ≤ {self.limit_ms:g} ms"
+
+
+_SLO = re.compile(r"^(ttft|tpot|itl|e2e)_p(\d+(?:\.\d+)?)$")
+
+
+def parse_slos(text: str | None, flag: str = "--capacity") -> list[SloTerm]:
+    """'ttft_p99=800ms,tpot_p50=40' → SloTerms (ms; a value may end in ms or s)."""
+    if not text or not text.strip():
+        raise LoadgenError(f"{flag}: give the SLOs, e.g. ttft_p99=800ms,tpot_p50=40ms")
+    out = []
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        m = _SLO.match(key.strip().lower())
+        if not sep or not m:
+            raise LoadgenError(f"{flag}: {part.strip()!r} is not METRIC_pNN=LIMIT (metrics ttft, tpot, itl, e2e; "
+                               "e.g. ttft_p99=800ms)")
+        v = value.strip().lower()
+        scale = 1000.0 if v.endswith("s") and not v.endswith("ms") else 1.0
+        try:
+            limit = float(v.removesuffix("ms").removesuffix("s")) * scale
+        except ValueError:
+            limit = float("nan")
+        p = float(m.group(2))
+        if not (math.isfinite(limit) and limit > 0) or not 0 < p < 100:
+            raise LoadgenError(f"{flag}: {part.strip()!r}: the limit must be > 0 ms and the percentile in (0, 100)")
+        out.append(SloTerm(m.group(1), p, limit))
+    return out
+
+
+@dataclass
+class RatePoint:
+    """One target's stage at one rate."""
+
+    target: str
+    rate: float
+    planned_per_s: float | None
+    ended_per_s: float | None
+    output_tokens_per_s: float
+    goodput_per_s: float
+    figures: dict[str, float | None]
+    """ttft_planned_p50/p99, tpot_p50/p99, itl_p50/p99, e2e_planned_p50/p99 (ms) of the stage."""
+    lag_p99_ms: float | None
+    lag_flagged: bool
+    saturated: bool
+    why: str = ""
+    running_mean: float | None = None
+    queued_mean: float | None = None
+
+
+@dataclass
+class Saturates:
+    """Where a target stopped keeping up: between ``kept`` (the highest rate it kept up with below the first
+    saturated one) and ``at`` (that first saturated rate); ``at`` None: not within the measured rates."""
+
+    target: str
+    kept: float | None
+    at: float | None
+    why: str = ""
+
+    @property
+    def words(self) -> str:
+        if self.at is None:
+            return f"{self.target} kept up with every rate measured" + (f" (up to {self.kept:g} req/s)" if self.kept else "")
+        if self.kept is None:
+            return f"{self.target} saturated already at the lowest rate measured, {self.at:g} req/s ({self.why})"
+        return f"{self.target} saturates between {self.kept:g} and {self.at:g} req/s ({self.why})"
+
+
+@dataclass
+class Capacity:
+    """A target's highest rate meeting every SLO, with its interval; None ends where it was not reached."""
+
+    target: str
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    measured: list[dict] = field(default_factory=list)
+    """Per rate: {"rate", "margin", "low", "high", "worst"}: log(value/limit) of the worst SLO and its band."""
+    words: str = ""
+
+
+@dataclass
+class RateAnalysis:
+    reference: str
+    candidates: list[str]
+    confidence: float
+    slos: list[SloTerm]
+    points: dict[str, list[RatePoint]] = field(default_factory=dict)
+    """Per workload."""
+    saturation: dict[str, dict[str, Saturates]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, dict]] = field(default_factory=dict)
+    """Per workload and candidate-vs-reference pair ("spec"), per metric: {"label", "analysis", "sentence"}."""
+    capacity: dict[str, dict[str, Capacity]] = field(default_factory=dict)
+    capacity_sentence: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"axis": "rate", "reference": self.reference, "candidates": list(self.candidates),
+                "confidence": self.confidence, "slos": [asdict(s) | {"text": s.text} for s in self.slos],
+                "points": {wl: [asdict(p) for p in ps] for wl, ps in self.points.items()},
+                "saturation": {wl: {t: asdict(s) | {"words": s.words} for t, s in per.items()}
+                               for wl, per in self.saturation.items()},
+                "metrics": self.metrics,
+                "capacity": {wl: {t: asdict(c) for t, c in per.items()} for wl, per in self.capacity.items()},
+                "capacity_sentence": dict(self.capacity_sentence)}
+
+
+def is_rate_run(doc: dict) -> bool:
+    return any(s.get("open_loop") for s in doc.get("stages", []))
+
+
+def _point(s: dict) -> RatePoint:
+    sat = saturation(s)
+    ol = s.get("open_loop") or {}
+    fig = {f"{m}_p{p}": (s.get(m) or {}).get(f"p{p}") for m in ("ttft_planned", "tpot", "itl", "e2e_planned")
+           for p in (50, 99)}
+    run = ((s.get("server") or {}).get("checks") or {}).get("running") or {}
+    return RatePoint(s["target"], float(s["rate"]), sat.planned_per_s, sat.ended_per_s, s.get("output_tokens_per_s", 0.0),
+                     s.get("goodput_requests_per_s", 0.0), fig, (ol.get("dispatch_lag_ms") or {}).get("p99"),
+                     bool(ol.get("lag_flagged")), sat.saturated, sat.why, run.get("running_mean"), run.get("queued_mean"))
+
+
+def _workloads(s: dict) -> list[str]:
+    return sorted(s.get("workloads", {})) or ["all"]
+
+
+def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slos: list[SloTerm] = (),
+                  margin: float = 0.01, seed: int = 0) -> RateAnalysis:
+    ref, cands = labels[0], labels[1:]
+    out = RateAnalysis(ref, list(cands), confidence, list(slos))
+    stages = [s for s in doc.get("stages", []) if s.get("open_loop") and s.get("rate") is not None]
+    ladder = sorted({float(v) for v in (doc.get("run", {}).get("open_loop") or {}).get("ladder") or []}) or None
+    for wl in sorted({w for s in stages for w in _workloads(s)}):
+        mine = [s for s in stages if wl in _workloads(s)]
+        out.points[wl] = sorted((_point(s) for s in mine), key=lambda p: (labels.index(p.target)
+                                                                          if p.target in labels else 99, p.rate))
+        out.saturation[wl] = {t: _saturates(t, [p for p in out.points[wl] if p.target == t]) for t in labels}
+        usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")]
+        for cand in cands:
+            per = {}
+            for name in RATE_METRICS:
+                m = _metric(name)
+                by = {}
+                for who in (ref, cand):
+                    by[who] = []
+                    for s in sorted((s for s in usable if s["target"] == who), key=lambda s: s["rate"]):
+                        tl = (s.get("workloads", {}).get(wl) or s)["timeline"]
+                        values = m.samples(tl)
+                        if len(values) >= 2 and not any(x.concurrency == s["rate"] for x in by[who]):
+                            by[who].append(StageSamples(float(s["rate"]), values, m.higher_is_better))
+                common = {x.concurrency for x in by[ref]} & {x.concurrency for x in by[cand]}
+                if not common:
+                    continue
+                a = analyze(name, by[ref], by[cand], confidence=confidence, margin=margin, seed=seed,
+                            ladder=[r for r in ladder if r in common] if ladder else None)
+                per[name] = {"label": m.label, "unit": m.unit, "analysis": a.to_dict(),
+                             "sentence": rate_sentence(m.label, a, ref, cand)}
+            out.metrics.setdefault(wl, {})[cand] = per
+        if slos:
+            caps = {t: capacity(t, [s for s in usable if s["target"] == t], wl, slos, confidence, seed)
+                    for t in labels}
+            caps = {t: c for t, c in caps.items() if c is not None}
+            out.capacity[wl] = caps
+            out.capacity_sentence[wl] = capacity_sentence(caps, slos, ref, cands)
+    return out
+
+
+def _saturates(target: str, points: list[RatePoint]) -> Saturates:
+    first = next((p for p in points if p.saturated), None)
+    if first is None:
+        return Saturates(target, max((p.rate for p in points), default=None), None)
+    kept = max((p.rate for p in points if p.rate < first.rate and not p.saturated), default=None)
+    return Saturates(target, kept, first.rate, first.why)
+
+
+def fmt_rate(r: float) -> str:
+    return f"{r:.3g}"
+
+
+def rate_sentence(label: str, a, ref: str, cand: str) -> str:
+    """"TPOT p50: spec is better below 7.9 req/s (90 % interval 6.8–9.1), ref above" and the like."""
+    pct = f"{a.confidence * 100:g} %"
+    parts = []
+    for x in a.crossovers:
+        first, then = (ref, cand) if x.direction == BASELINE_TO_SPEC else (cand, ref)
+        parts.append(f"{first} is better below {fmt_rate(x.estimate)} req/s ({pct} interval "
+                     f"{fmt_rate(x.ci_low)}–{fmt_rate(x.ci_high)}, between the measured {fmt_rate(x.low_c)} and "
+                     f"{fmt_rate(x.high_c)}), {then} above")
+    if parts:
+        return f"{label}: " + "; ".join(parts) + "."
+    wins = {c.family_verdict or c.verdict for c in a.comparisons}
+    rates = sorted(c.concurrency for c in a.comparisons)
+    span = f"{fmt_rate(rates[0])}–{fmt_rate(rates[-1])} req/s" if rates else "no rate"
+    if wins == {"spec"}:
+        return f"{label}: {cand} is better at every rate measured ({span})."
+    if wins == {"baseline"}:
+        return f"{label}: {ref} is better at every rate measured ({span})."
+    if wins <= {"tie", "inconclusive", "not compared"}:
+        return f"{label}: {ref} and {cand} are not told apart at any rate measured ({span})."
+    return (f"{label}: no confirmed crossover over {span}; by stage: "
+            + ", ".join(f"{fmt_rate(c.concurrency)}: {c.family_verdict or c.verdict}" for c in a.comparisons) + ".")
+
+
+# --- capacity ---------------------------------------------------------------------------------------
+def _bins(tl: dict, metric: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each window bin's histogram of ``metric`` as (bucket mids in ms, counts)."""
+    out = []
+    for text in tl.get(f"{metric}_hdr", []):
+        if not text:
+            continue
+        h = Hist.decode(text, digits=2)
+        if h.count:
+            counts, lows, widths = _buckets(h)
+            out.append(((lows + widths / 2) / h.scale / 1000, counts))
+    return out
+
+
+def _pct(parts: list[tuple[np.ndarray, np.ndarray]], p: float) -> float | None:
+    if not parts:
+        return None
+    v = np.concatenate([x for x, _ in parts])
+    c = np.concatenate([n for _, n in parts])
+    order = np.argsort(v)
+    v, c = v[order], np.cumsum(c[order])
+    k = int(np.searchsorted(c, p / 100 * c[-1]))
+    return float(v[min(k, len(v) - 1)])
+
+
+def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int) -> dict:
+    """The stage's worst log(value/limit) over the SLOs, with a bootstrap band at ``level``."""
+    if saturation(s).saturated:
+        return {"rate": float(s["rate"]), "margin": math.inf, "low": math.inf, "high": math.inf,
+                "worst": "saturated"}
+    tl = (s.get("workloads", {}).get(wl) or s)["timeline"]
+    per = {t: _bins(tl, t.metric) for t in slos}
+    if any(not b for b in per.values()):
+        return {"rate": float(s["rate"]), "margin": None, "low": None, "high": None, "worst": "no samples"}
+
+    def worst(pick) -> tuple[float, str]:
+        vals = []
+        for t in slos:
+            v = _pct(pick(per[t]), t.percentile)
+            vals.append((math.log(max(v, 1e-9) / t.limit_ms), t.text))
+        return max(vals)
+
+    point, which = worst(lambda b: b)
+    rng = random.Random(f"loadgen.capacity:{seed}:{s['target']}:{s['rate']!r}")
+    n = len(next(iter(per.values())))
+    reps = sorted(worst(lambda b, idx=[rng.randrange(n) for _ in range(n)]: [b[i % len(b)] for i in idx])[0]
+                  for _ in range(N_BOOT))
+    lo = reps[int((1 - level) / 2 * (N_BOOT - 1))]
+    hi = reps[int((1 + level) / 2 * (N_BOOT - 1))]
+    return {"rate": float(s["rate"]), "margin": point, "low": min(lo, point), "high": max(hi, point), "worst": which}
+
+
+def _crossing(rows: list[dict], key: str) -> tuple[float | None, str]:
+    """The lowest rate where ``key`` goes from ≤ 0 to > 0, on log rate; (None, why) when it does not."""
+    if rows[0][key] > 0:
+        return None, "below"
+    for a, b in zip(rows, rows[1:]):
+        if a[key] <= 0 < b[key]:
+            if math.isinf(b[key]):
+                return math.sqrt(a["rate"] * b["rate"]), "between"
+            f = -a[key] / (b[key] - a[key])
+            return math.exp(math.log(a["rate"]) + f * (math.log(b["rate"]) - math.log(a["rate"]))), "crossed"
+    return None, "above"
+
+
+def capacity(target: str, stages: list[dict], wl: str, slos: list[SloTerm], confidence: float,
+             seed: int = 0) -> Capacity | None:
+    stages = sorted(stages, key=lambda s: s["rate"])
+    if not stages:
+        return None
+    level = confidence ** (1.0 / len(stages))
+    rows = [r for r in (_margins(s, wl, slos, level, seed) for s in stages) if r["margin"] is not None]
+    if not rows:
+        return Capacity(target, None, None, None, [], f"{target}: no stage had samples of every SLO")
+    est, how = _crossing(rows, "margin")
+    lo, _ = _crossing(rows, "high")
+    hi, _ = _crossing(rows, "low")
+    lowest, highest = rows[0]["rate"], rows[-1]["rate"]
+    if how == "below":
+        words = f"{target}: fails the SLOs already at the lowest rate measured, {lowest:g} req/s"
+        return Capacity(target, None, None, lowest, rows, words)
+    if how == "above":
+        words = f"{target}: meets the SLOs at every rate measured, up to {highest:g} req/s (its capacity is higher)"
+        return Capacity(target, None, lo if lo is not None else highest, None, rows, words)
+    lo = lo if lo is not None else lowest
+    hi = hi if hi is not None else highest
+    if how == "between":
+        a = max(r["rate"] for r in rows if r["rate"] < est)
+        b = min(r["rate"] for r in rows if r["rate"] > est)
+        lo, hi = min(lo, a), b  # the stage above saturated: anywhere up to it
+    lo, hi = min(lo, est), max(hi, est)
+    return Capacity(target, est, lo, hi, rows, f"{target}: {fmt_rate(est)} req/s ({fmt_rate(lo)}–{fmt_rate(hi)})")
+
+
+def capacity_sentence(caps: dict[str, Capacity], slos: list[SloTerm], ref: str, cands: list[str]) -> str:
+    """"with spec, capacity under TTFT p99 ≤ X and TPOT p50 ≤ Y is A req/s (interval) against B for base"."""
+    terms = " and ".join(s.text for s in slos)
+
+    def said(c: Capacity | None) -> str:
+        if c is None:
+            return "not measured"
+        if c.estimate is not None:
+            return f"{fmt_rate(c.estimate)} req/s ({fmt_rate(c.ci_low)}–{fmt_rate(c.ci_high)})"
+        return (f"below {c.ci_high:g} req/s (the lowest rate measured)" if c.ci_high is not None
+                else f"above {c.ci_low:g} req/s (the highest rate measured)")
+
+    parts = [f"with {x}, capacity under {terms} is {said(caps.get(x))}" for x in cands]
+    return "; ".join(parts) + f", against {said(caps.get(ref))} for {ref}."
