@@ -38,8 +38,10 @@ class KnownRateCrossover:
 
 
 def _truth(sim: dict, mix, mode: str, rate: float, arrival: str, seed: int, requests: int) -> RateTruth:
+    """``seed``: the run's: run/openloop.py draws the arrivals from it (keyed by rate too), and the mix."""
     return rate_truth(sim["profile"], mode, rate, mix=mix, arrival=arrival, seed=seed,
-                      time_scale=float(sim.get("time_scale", 1.0)), long_run=True, requests=requests)
+                      time_scale=float(sim.get("time_scale", 1.0)), long_run=True, requests=requests,
+                      max_running=int(sim.get("max_running") or 0), max_queued=sim.get("max_queued"))
 
 
 def rate_grid(low: float, high: float, points: int = 9) -> list[float]:
