@@ -104,7 +104,7 @@ class StagePlan:
             spec = open_spec(OpenPlan(self.arrival, self.concurrency, self.max_lag_ms), self.rate, self.warmup_s,
                              None, duration_s=self.duration_s, requests=self.requests,
                              max_cooldown_s=self.max_cooldown_s)
-            return replace(spec, bin_s=self.bin_s)
+            return replace(spec, bin_s=self.bin_s) if self.bin_s else spec  # open_spec's bins hold requests
         return fixed_spec(self.concurrency, self.warmup_s, duration_s=self.duration_s, requests=self.requests,
                           bin_s=self.bin_s, max_cooldown_s=self.max_cooldown_s)
 
