@@ -9,6 +9,7 @@ speculative server another. They must share ladder and workloads.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from loadgen.analysis.compare import roles
 from loadgen.errors import LoadgenError
 from loadgen.report.html import render
 from loadgen.report.inputs import PRIMARY, analysis, slices, usable
+from loadgen.report.rates import is_rate_folder
 from loadgen.report.words import headline, sglang_hint
 from loadgen.run.results import csv_text, load
 
@@ -174,6 +176,8 @@ def run(args) -> int:
     if not same_place:
         _write_json(out / "run.json", doc)  # the report folder holds the figures it shows
     (out / "run.csv").write_text(csv_text(doc["stages"]))
+    if is_rate_folder(out, doc):  # an open loop: rates.json and its page (report/rates.py), not crossover.json
+        return _rate_report(doc, out, args, [] if same_place else [paths[0].parent / "rates.json"])
 
     res = analysis(out, doc, confidence=args.confidence, force=args.reanalyse or forced)
     print(summary_text(doc, res, args.metric))
@@ -187,6 +191,24 @@ def run(args) -> int:
                 written.append(out / "plots" / f"*.png ({len(pngs)})")
             else:
                 print("loadgen: warning: PNG plots skipped (matplotlib is not installed)", file=sys.stderr)
+    print("loadgen: wrote " + ", ".join(map(str, written)), file=sys.stderr)
+    return 0
+
+
+def _rate_report(doc: dict, out: Path, args, sources: list[Path]) -> int:
+    """An open-loop run's report: rates.json (a fresh one beside run.json, or the one in ``sources`` that
+    --out copies along, kept; else made again with its SLOs), its terminal tables and its page."""
+    from loadgen.cli.rates import tables
+    from loadgen.report.rates import rate_results
+
+    for src in sources:
+        if src.exists() and not (out / "rates.json").exists():
+            shutil.copyfile(src, out / "rates.json")
+    res = rate_results(out, doc, confidence=args.confidence, force=args.reanalyse)
+    print(tables(res))
+    written = [out / "rates.json", out / "run.csv"] + ([out / "run.json"] if sources else [])
+    if not args.no_html:
+        written.insert(0, render(out, doc=doc, res=res, png=not args.no_png))
     print("loadgen: wrote " + ", ".join(map(str, written)), file=sys.stderr)
     return 0
 

@@ -5,7 +5,8 @@
 and written when missing or older than run.json), and writes
 ``out_dir/report.html`` — inline CSS, JS and SVG, nothing fetched, opens
 offline — and ``out_dir/plots/WORKLOAD-throughput.png`` and
-``WORKLOAD-latency.png`` for CI artifacts. docs/report.md says how to read it.
+``WORKLOAD-latency.png`` for CI artifacts. docs/report.md says how to read it. An open-loop
+run (stages with a ``rate``, or a ``rates.json``) gets its page from ``rates.py`` instead.
 
 This module assembles the page (:func:`build`: the header, the verdict, the flags card,
 one section per workload with what its servers ran (``serverview``), the run card, in
@@ -30,6 +31,8 @@ from loadgen.report.figures import write_pngs
 from loadgen.report.htmltables import chip
 from loadgen.report.inputs import analysis, slices, usable
 from loadgen.report.palette import labels_of
+from loadgen.report.rates import is_rate_folder
+from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
 from loadgen.report.templates import read
@@ -88,6 +91,8 @@ def render(out_dir: str | Path, *, doc: dict | None = None, res: dict | None = N
     doc, dropped = usable(doc)
     if not doc["stages"]:
         raise LoadgenError(f"{out / 'run.json'}: no finished stage to report")
+    if is_rate_folder(out, doc) or (res or {}).get("axis") == "rate":  # an open loop: its page is rates.py's
+        return rate_page(out, doc, res if (res or {}).get("axis") == "rate" else None, dropped, png=png, title=title)
     if res is None:
         res = analysis(out, doc)
     page = build(doc, res, dropped, title or f"loadgen report: {out.resolve().name}")
