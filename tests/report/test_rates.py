@@ -11,6 +11,7 @@ import copy
 import gzip
 import os
 import re
+import shutil
 import time
 from html import escape, unescape
 from pathlib import Path
@@ -23,6 +24,7 @@ from loadgen.report.charts import CROSS_COLOUR, WARN_COLOUR
 from loadgen.report.html import render
 from loadgen.report.palette import palette
 from loadgen.report.rates import build, is_rate_folder, rate_results
+from tests.report.browser import Chrome, chromium_path
 
 DATA = Path(__file__).parent / "data" / "rates-run.json.gz"
 
@@ -227,3 +229,22 @@ def test_loadgen_report_on_an_open_loop_folder(tmp_path, capsys):
     assert rc == 0, err
     assert orjson.loads((tmp_path / "copy" / "rates.json").read_bytes())["axis"] == "rate"
     assert not (tmp_path / "copy" / "report.html").exists()
+
+
+@pytest.mark.skipif(chromium_path() is None, reason="chromium not installed (tests/run.sh installs it)")
+def test_rate_page_opens_clean_in_headless_chromium(page, tmp_path):
+    out, _, _, _ = page
+    drawn = """Array.from(document.querySelectorAll('svg.chart'))
+      .filter(e => e.getBoundingClientRect().width > 300 && e.querySelector('polyline')).length"""
+    with Chrome(chromium_path()) as ch:
+        s, run = ch.open((out / "report.html").resolve().as_uri())
+        assert run.errors() == [] and run.requests == []
+        assert ch.evaluate(s, "document.title").endswith("(open loop)")
+        assert ch.evaluate(s, drawn) == 5  # TTFT, TPOT, E2E, achieved, margin: all laid out and drawn
+        width, height = ch.screenshot(s, str(tmp_path / "rates.png"))
+        assert ch.collect(s, run).errors() == []
+    assert width == 1400 and 2500 < height < 8000
+    keep = os.environ.get("LOADGEN_SCREENSHOT_DIR")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(tmp_path / "rates.png", os.path.join(keep, "rates.png"))
