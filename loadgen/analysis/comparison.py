@@ -55,8 +55,11 @@ def compare_stage(
     seed: int = 0,
     rho: float | None = None,
     tie_margin: float = DEFAULT_TIE_MARGIN,
+    paired: bool = False,
 ) -> StageComparison:
     """Compare one metric of the two targets at one concurrency (see the module doc).
+
+    ``paired``: the two series are aligned window by window (loadgen.analysis.bootstrap.bootstrap).
 
     ``rho`` is the lag-1 autocorrelation of consecutive windows; by default it is
     estimated from these two series (:func:`analyze` pools every stage instead).
@@ -89,7 +92,7 @@ def compare_stage(
     if rho is None:
         rho = stats.pooled_autocorrelation([xb, xs])
     rho = min(max(float(rho), 0.0), 0.8)
-    inputs = Bootstrap(xb, xs, seed, n_boot)
+    inputs = Bootstrap(xb, xs, seed, n_boot, paired and len(xb) == len(xs))
     boot, lb, ls = bootstrap(c, rho, *inputs.key())
     df = boot.df
     delta = ms / mb - 1.0

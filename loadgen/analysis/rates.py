@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.analysis import stats
 from loadgen.analysis.compare import METRICS, CrossoverMetric, window_whole
 from loadgen.analysis.crossover import StageSamples, analyze
 from loadgen.analysis.results import BASELINE_TO_SPEC
@@ -215,21 +216,24 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
         usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")]
         for cand in cands:
             per = {}
+            # one stage per target and rate, the first measured (a capacity search's stages are one target's)
+            first = {}
+            for s in sorted(usable, key=lambda s: s.get("stage_index", 0)):
+                first.setdefault((s["target"], float(s["rate"])), s)
+            rates = sorted(r for (t, r) in first if t == ref and (cand, r) in first)
             for name in RATE_METRICS:
                 m = _metric(name)
-                by = {}
-                for who in (ref, cand):
-                    by[who] = []
-                    for s in sorted((s for s in usable if s["target"] == who), key=lambda s: s["rate"]):
-                        tl = (s.get("workloads", {}).get(wl) or s)["timeline"]
-                        values = m.samples(tl)
-                        if len(values) >= 2 and not any(x.concurrency == s["rate"] for x in by[who]):
-                            by[who].append(StageSamples(float(s["rate"]), values, m.higher_is_better))
-                common = {x.concurrency for x in by[ref]} & {x.concurrency for x in by[cand]}
-                if not common:
+                by: dict[str, list[StageSamples]] = {ref: [], cand: []}
+                for r in rates:
+                    xa, xb = aligned(m, _tl(first[(ref, r)], wl), _tl(first[(cand, r)], wl))
+                    if len(xa) >= 2:
+                        by[ref].append(StageSamples(r, xa, m.higher_is_better))
+                        by[cand].append(StageSamples(r, xb, m.higher_is_better))
+                if not by[ref]:
                     continue
+                common = [x.concurrency for x in by[ref]]
                 a = analyze(name, by[ref], by[cand], confidence=confidence, margin=margin, seed=seed,
-                            ladder=[r for r in ladder if r in common] if ladder else None)
+                            ladder=[r for r in ladder if r in common] if ladder else None, paired=True)
                 per[name] = {"label": m.label, "unit": m.unit, "analysis": a.to_dict(),
                              "sentence": rate_sentence(m.label, a, ref, cand)}
             out.metrics.setdefault(wl, {})[cand] = per
@@ -240,6 +244,32 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
             out.capacity[wl] = caps
             out.capacity_sentence[wl] = capacity_sentence(caps, slos, ref, cands)
     return out
+
+
+def per_bin(m: CrossoverMetric, tl: dict) -> list[float | None]:
+    """A metric's value in each of a timeline's bins, None where the bin has none (too few samples, no
+    request), so two stages' bins can be set side by side."""
+    s = m.spec
+    if s.kind == "rate":
+        return [v / tl["bin_s"] for v in tl.get(s.series[0], [])]
+    if s.kind == "ratio":
+        return [n / d if d else None for n, d in zip(tl.get(s.series[0], []), tl.get(s.series[1], []))]
+    out: list[float | None] = []
+    for text in tl.get(f"{s.series[0]}_hdr", []):
+        h = Hist.decode(text, digits=2) if text else None
+        out.append(h.percentile(s.percentile) / 1000 if h is not None and h.count >= max(1, s.min_count) else None)
+    return out
+
+
+def aligned(m: CrossoverMetric, tl_a: dict, tl_b: dict) -> tuple[list[float], list[float]]:
+    """Both stages' values at the bins where each has one: the same planned arrivals, window by window."""
+    a, b = per_bin(m, tl_a), per_bin(m, tl_b)
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def _tl(s: dict, wl: str) -> dict:
+    return (s.get("workloads", {}).get(wl) or s)["timeline"]
 
 
 def _saturates(target: str, points: list[RatePoint]) -> Saturates:
@@ -268,12 +298,18 @@ def rate_sentence(label: str, a, ref: str, cand: str) -> str:
     wins = {c.family_verdict or c.verdict for c in a.comparisons}
     rates = sorted(c.concurrency for c in a.comparisons)
     span = f"{fmt_rate(rates[0])}–{fmt_rate(rates[-1])} req/s" if rates else "no rate"
-    if wins == {"spec"}:
-        return f"{label}: {cand} is better at every rate measured ({span})."
-    if wins == {"baseline"}:
-        return f"{label}: {ref} is better at every rate measured ({span})."
+    named = {"spec": cand, "baseline": ref}
+    if wins == {"spec"} or wins == {"baseline"}:
+        return f"{label}: {named[wins.pop()]} is better at every rate measured ({span})."
     if wins <= {"tie", "inconclusive", "not compared"}:
         return f"{label}: {ref} and {cand} are not told apart at any rate measured ({span})."
+    one = wins - {"tie", "inconclusive", "not compared"}
+    if len(one) == 1:
+        w = one.pop()
+        at = [fmt_rate(c.concurrency) for c in a.comparisons if (c.family_verdict or c.verdict) == w]
+        rest = [fmt_rate(c.concurrency) for c in a.comparisons if (c.family_verdict or c.verdict) != w]
+        return (f"{label}: {named[w]} is better at {', '.join(at)} req/s; not told apart at {', '.join(rest)} "
+                f"(no rate where {named['spec' if w == 'baseline' else 'baseline']} is better).")
     return (f"{label}: no confirmed crossover over {span}; by stage: "
             + ", ".join(f"{fmt_rate(c.concurrency)}: {c.family_verdict or c.verdict}" for c in a.comparisons) + ".")
 
@@ -322,8 +358,16 @@ def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int) -> 
 
     point, which = worst(lambda b: b)
     rng = random.Random(f"loadgen.capacity:{seed}:{s['target']}:{s['rate']!r}")
-    n = len(next(iter(per.values())))
-    reps = sorted(worst(lambda b, idx=[rng.randrange(n) for _ in range(n)]: [b[i % len(b)] for i in idx])[0]
+    n = min(len(b) for b in per.values())
+    # blocks of consecutive bins, as long as the bins' own autocorrelation asks: a stage near saturation
+    # drifts through its window, and bins resampled one by one would make its band too narrow
+    series = [[_pct([x], t.percentile) for x in per[t][:n]] for t in slos]
+    length = max(stats.block_length(n, min(0.8, stats.pooled_autocorrelation(series))), 1)
+
+    def pick(b, starts):
+        return [b[(k + j) % n] for k in starts for j in range(length)][:n]
+
+    reps = sorted(worst(lambda b, st=[rng.randrange(n) for _ in range(-(-n // length))]: pick(b, st))[0]
                   for _ in range(N_BOOT))
     lo = reps[int((1 - level) / 2 * (N_BOOT - 1))]
     hi = reps[int((1 + level) / 2 * (N_BOOT - 1))]

@@ -53,10 +53,13 @@ class Bootstrap:
     spec: list[float]
     seed: int = 0
     n_boot: int = DEFAULT_N_BOOT
+    paired: bool = False
+    """The two series are aligned window by window (an open loop's targets ran one schedule: window k
+    of each holds the same planned arrivals), so both are resampled at the same windows."""
 
     def key(self) -> tuple:
         """Hashable form, for the cache of regenerated replicates."""
-        return tuple(self.baseline), tuple(self.spec), self.seed, self.n_boot
+        return tuple(self.baseline), tuple(self.spec), self.seed, self.n_boot, self.paired
 
 
 @dataclass

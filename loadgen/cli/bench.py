@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim|crossover|dispatch``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover|dispatch|rates``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ BENCHES = {
     "sim": "loadgen.sim.bench",
     "crossover": "loadgen.bench.crossover_bench",
     "dispatch": "loadgen.bench.dispatch_bench",
+    "rates": "loadgen.bench.rate_bench",
 }
 
 

@@ -86,6 +86,10 @@ def report(doc: dict, out: Path, args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "rates.json").write_bytes(orjson.dumps(d, option=orjson.OPT_INDENT_2))
     print(tables(d))
+    if not getattr(args, "no_report", False):
+        from loadgen.report.html import render
+
+        log(f"report: {render(out, doc=doc, res=d)}")
     log(f"results: {out / 'run.json'}, analysis: {out / 'rates.json'}")
     return 0
 

@@ -50,7 +50,8 @@ class Arrivals:
         if self.kind == "constant":
             while True:
                 yield mean
-        rng = random.Random(f"loadgen.arrivals:{seed}:{self.rate!r}:{self.name}")
+        # keyed by the rate as a float: arrivals(8) and arrivals(8.0) are one schedule
+        rng = random.Random(f"loadgen.arrivals:{seed}:{float(self.rate)!r}:{self.name}")
         if self.kind == "poisson" or (self.kind == "gamma" and self.cv == 1.0):
             while True:
                 yield rng.expovariate(self.rate)
