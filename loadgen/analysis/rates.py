@@ -171,6 +171,8 @@ class RateAnalysis:
     """Per workload and candidate-vs-reference pair ("spec"), per metric: {"label", "analysis", "sentence"}."""
     capacity: dict[str, dict[str, Capacity]] = field(default_factory=dict)
     capacity_sentence: dict[str, str] = field(default_factory=dict)
+    left_out: dict[str, list[dict]] = field(default_factory=dict)
+    """Per workload, the stages no comparison or capacity uses: {"target", "rate", "why"}."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"axis": "rate", "reference": self.reference, "candidates": list(self.candidates),
@@ -180,7 +182,8 @@ class RateAnalysis:
                                for wl, per in self.saturation.items()},
                 "metrics": self.metrics,
                 "capacity": {wl: {t: asdict(c) for t, c in per.items()} for wl, per in self.capacity.items()},
-                "capacity_sentence": dict(self.capacity_sentence)}
+                "capacity_sentence": dict(self.capacity_sentence),
+                "left_out": {wl: list(x) for wl, x in self.left_out.items()}}
 
 
 def is_rate_run(doc: dict) -> bool:
@@ -214,6 +217,10 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
                                                                           if p.target in labels else 99, p.rate))
         out.saturation[wl] = {t: _saturates(t, [p for p in out.points[wl] if p.target == t]) for t in labels}
         usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")]
+        out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]),
+                             "why": "its dispatch lag was flagged (the schedule was not kept)"
+                             if (s.get("open_loop") or {}).get("lag_flagged") else "its window did not run whole"}
+                            for s in mine if s not in usable]
         for cand in cands:
             per = {}
             # one stage per target and rate, the first measured (a capacity search's stages are one target's)

@@ -43,8 +43,10 @@ def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
             for label, cap in per.items():
                 if left.get(label, 0) <= 0:
                     continue
-                nxt = next_rate(cap, [p.rate for p in res.points.get(wl, []) if p.target == label],
-                                args.capacity_width)
+                mine = [p for p in res.points.get(wl, []) if p.target == label]
+                sat = res.saturation.get(wl, {}).get(label)
+                nxt = next_rate(cap, [p.rate for p in mine], args.capacity_width,
+                                ceiling=sat.at if sat is not None else None)
                 if nxt is not None:
                     todo.append((label, nxt, wl))
         if not todo:
@@ -56,10 +58,22 @@ def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
             left[label] -= 1
 
 
-def next_rate(cap, measured: list[float], width: float) -> float | None:
-    """Where to measure next for one capacity, or None when it is known well enough (or not reachable:
-    met at every rate, or failed at the lowest; the ladder then has to be moved, not refined)."""
-    if cap.estimate is None or cap.ci_low is None or cap.ci_high is None:
+EXTEND = 1.5
+"""A capacity beyond the ladder is looked for this many times above its highest rate (below its lowest)."""
+
+
+def next_rate(cap, measured: list[float], width: float, ceiling: float | None = None) -> float | None:
+    """Where to measure next for one capacity, or None when it is known well enough: past the ladder's end
+    when every rate met the SLOs (not past a rate where the target saturated), below its start when the
+    lowest failed, else the geometric middle of the interval."""
+    if cap.estimate is None:
+        if cap.ci_high is None and cap.ci_low is not None:  # met everywhere: look higher
+            r = max(measured) * EXTEND
+            return None if ceiling is not None and r >= ceiling else r
+        if cap.ci_low is None and cap.ci_high is not None:  # failed at the lowest: look lower
+            return min(measured) / EXTEND ** 2
+        return None
+    if cap.ci_low is None or cap.ci_high is None:
         return None
     if cap.ci_high / cap.ci_low <= width:
         return None
@@ -124,6 +138,8 @@ def tables(d: dict) -> str:
                          _f(f["e2e_planned_p99"], 0), _f(p["goodput_per_s"], 2), _f(p["lag_p99_ms"], 2),
                          ("SATURATED" if p["saturated"] else "keeps up") + (" LAG" if p["lag_flagged"] else "")])
         out += _layout(rows)
+        for x in d.get("left_out", {}).get(wl, []):
+            out.append(f"left out: {x['target']} at {x['rate']:.3g} req/s: {x['why']}")
         out.append("saturation:")
         out += [f"  • {s['words']}" for s in d["saturation"][wl].values()]
         for cand, per in d["metrics"].get(wl, {}).items():

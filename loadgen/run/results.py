@@ -30,8 +30,9 @@ CSV_COLUMNS = (
     ["target", "workload", "concurrency", "stage_index", "window_s", "started", "completed", "failed",
      "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "token_counts"]
     + [column for _, _, column in CSV_METRIC_COLUMNS]
-    + ["client_bound"]
+    + ["client_bound", "rate"]
 )
+"""``rate``: an open-loop stage's offered requests/s (its ``concurrency`` is then its in-flight cap, 0 for none)."""
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -95,7 +96,8 @@ class ResultsWriter:
             h = Hist.decode(text, m.scale, m.unit)
             if not h.count:
                 continue
-            tag = f"{d['target']}/c{d['concurrency']}/s{d['stage_index']}/{name}"
+            where = f"r{d['rate']:g}" if d.get("rate") is not None else f"c{d['concurrency']}"
+            tag = f"{d['target']}/{where}/s{d['stage_index']}/{name}"
             lines.append(f"Tag={tag},{start:.3f},{length:.3f},{h.h.get_max_value() / 1000:.3f},{text}\n")
         with open(self.hlog_path, "a") as f:
             f.writelines(lines)
@@ -115,7 +117,7 @@ def csv_text(stages: list[dict]) -> str:
                    req["completed"], req["failed"], m["output_tokens_per_s"], m["requests_per_s"],
                    m["goodput_requests_per_s"], m["token_counts"]]
             row += [m.get(metric, {}).get(stat, "") for metric, stat, _ in CSV_METRIC_COLUMNS]
-            row.append(d["client"]["client_bound"])
+            row += [d["client"]["client_bound"], d.get("rate", "")]
             w.writerow(row)
     return buf.getvalue()
 
