@@ -163,19 +163,22 @@ def test_two_processes_split_one_schedule(fast_url):
     d = res.to_dict()
     ol = d["open_loop"]
     assert d["client"]["processes"] == 2
-    assert ol["sent"] == ol["planned"] == len(log), (ol, len(log))
+    assert ol["sent"] == ol["planned"], ol
+    # each process's last cool-down send may be cut unanswered when the window's requests have ended
+    assert ol["sent"] - 4 <= len(log) <= ol["sent"], (ol, len(log))
     # rid <label>-s<stage>-p<process>-<n>: process k's n-th send is arrival k + 2n of the one schedule
     index = {}
     for rid, v in log.items():
         _, _, proc, n = rid.split("-")
         index[int(proc[1:]) + 2 * int(n)] = v
-    assert sorted(index) == list(range(len(log)))  # both halves, no arrival twice, none missing
+    assert len(index) == len(log) and max(index) < ol["sent"]  # no arrival twice, none past the sends
+    assert set(range(ol["sent"] - 4)) <= set(index)  # both halves interleaved, none missing but the cut
     assert {rid.split("-")[2] for rid in log} == {"p0", "p1"}
     # each got the request of its position (i-th asks 1 + i % 5 tokens) ...
     assert all(sum(n for _, n in v["sends"]) == 1 + i % 5 for i, v in index.items())
     # ... at the schedule's instant: received − planned offset is one constant (t0 + the loopback's delay)
-    sched = _schedule(100.0, len(index))
-    shift = [index[i]["received_ns"] - sched[i] for i in range(len(index))]
+    sched = _schedule(100.0, ol["sent"])
+    shift = [v["received_ns"] - sched[i] for i, v in index.items()]
     mid = statistics.median(shift)
     off = sorted(abs(s - mid) for s in shift)
     assert off[int(0.9 * len(off))] < 3e6, off[int(0.9 * len(off))]  # the gaps are 10 ms on average
