@@ -6,7 +6,7 @@ embedded simulators (baseline and spec of pcie-8gpu-eagle3, chat prompts, 150-25
 with ignore_eos, time-scale 5), with a capacity search under TTFT p99 ≤ 160 ms and TPOT p50 ≤ 8 ms
 (wall ms at time-scale 5: 800 ms and 40 ms of the modelled server). Its rates.json carries the
 simulator's own answers in virtual time for the same arrivals (loadgen.cli.ratetruth): each
-confirmed crossover of TPOT p50 and E2E from plan p50 is covered when the truth lies in the
+confirmed crossover of the per-user decode rate, E2E from plan (mean, p50) and TPOT p50 is covered when the truth lies in the
 reported interval; each capacity is close when the estimate is within ±15 % of the truth.
 """
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 SLOS = "ttft_p99=160ms,tpot_p50=8ms"
-METRICS = ("tpot_p50", "e2e_planned_p50")
+METRICS = ("decode_rate", "e2e_planned_mean", "tpot_p50", "e2e_planned_p50")
 
 
 def one_run(seed: int, ladder: str, duration: str, budget: int) -> dict:

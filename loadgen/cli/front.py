@@ -160,7 +160,8 @@ def open_meta(s: Settings) -> dict:
 
 def ramp_plan(s: Settings, targets: list[Target], workloads: list[str], make_source, opts: RunOptions, *,
               commands: dict[str, ServerCommand] | None = None, adapt_window: bool = False) -> RampPlan:
-    return RampPlan(targets=targets, ladder=ladder_of(s), open=open_plan(s), workloads=workloads, make_source=make_source, opts=opts,
+    return RampPlan(targets=targets, ladder=ladder_of(s), open=open_plan(s),
+                    climb_past_saturation=bool(s.past_saturation), workloads=workloads, make_source=make_source, opts=opts,
                     duration_s=None if s.requests else s.duration, requests=s.requests, warmup_s=s.warmup,
                     processes=s.processes, loop=s.loop, commands=commands or {}, adapt_window=adapt_window,
                     max_stage_s=s.max_stage_time, max_run_s=s.max_run_time,

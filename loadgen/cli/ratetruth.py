@@ -5,7 +5,7 @@ In: rates.json as a dict, the run's ``simulator`` block and its run.json. Out: t
 ``simulator_truth`` on each reported TPOT crossover, ``truth`` on each capacity (✓ when within
 ±15 % of loadgen's estimate, as the issue holds it) and on each saturation. Only what the run
 asked about is computed: each costs seconds of the simulator's scheduler in virtual time
-(a crossover ~10 s on two cores, a capacity ~8 s), so a run is checked on TPOT p50 and E2E from plan p50.
+(a crossover ~10 s on two cores, a capacity ~8 s), so a run is checked on the per-user decode rate, E2E from plan (mean and p50) and TPOT p50.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from loadgen.errors import LoadgenError
 from loadgen.sim.knownrate import known_capacity, known_rate_crossovers, known_saturation
 
-CHECKED = {"tpot_p50": "tpot_p50", "e2e_planned_p50": "e2e_p50"}
+CHECKED = {"decode_rate": "decode_rate_mean", "e2e_planned_mean": "e2e_mean", "tpot_p50": "tpot_p50",
+           "e2e_planned_p50": "e2e_p50"}
 """rates.json metric → the simulator's name for it (sim.openloop.METRICS), checked by default."""
 REQUESTS = 2000
 """Window requests per virtual-time rate: TPOT p50 to about 1 % (sim/openloop.py, LONG_RUN_REQUESTS 4000

@@ -27,7 +27,7 @@ import time
 
 from loadgen.client.stream import StreamClient
 from loadgen.run.lifecycle import Lifecycle, frozen_heap
-from loadgen.run.openloop import TIMER_LEAD_NS, cap_share
+from loadgen.run.openloop import Dispatcher, cap_share
 from loadgen.stage.result import StageResult
 
 from loadgen.locust.edges import EdgeLog
@@ -50,17 +50,6 @@ def _original_sleep():
 _sleep = _original_sleep()
 
 
-async def _wait_until(t_ns: int) -> None:
-    """loadgen.run.openloop's wait for a planned instant (the loop's timer set TIMER_LEAD_NS early, the rest
-    slept out precisely), with the unpatched sleep."""
-    ahead = t_ns - _now()
-    if ahead > TIMER_LEAD_NS:
-        await asyncio.sleep((ahead - TIMER_LEAD_NS) / 1e9)
-        ahead = t_ns - _now()
-    if ahead > 0:
-        _sleep(ahead / 1e9)
-
-
 class OpenLiveStage(LiveStage):
     """An open-loop stage's share in this process: a dispatcher, no users (see the module doc)."""
 
@@ -74,7 +63,6 @@ class OpenLiveStage(LiveStage):
         # every target at a rate gets the same requests at the same planned instants
         pairs = itertools.islice(zip(spec.arrivals.times(plan.seed), plan.requests_iter()), self.share, None,
                                  self.n_shares)
-        counts = {"planned": 0, "sent": 0, "held": 0}
         tokenizer = None
         if plan.tokenizer:
             from loadgen.client.tokencount import load_counter
@@ -99,47 +87,14 @@ class OpenLiveStage(LiveStage):
                     state, folder = life.state, life.folder
                     if plan.scraped:
                         self.edges = EdgeLog(state.ws, state.we, socket.gethostname())
-                    slots = asyncio.Semaphore(cap) if cap else None
-                    running: set[asyncio.Task] = set()
-                    seq = itertools.count()
 
-                    async def one(req, rid: str, planned: int, inside: bool) -> None:
-                        try:
-                            rec = await client.stream(req, rid, start_ns=_now(), planned_ns=planned)
-                            if not rec.ok:
-                                state.failures += 1
-                            folder.put(rec)
-                            if self.edges is not None:
-                                self.edges.add(rec)
-                            if inside:
-                                state.finished_inside()
-                            self._emit(rec)
-                        finally:
-                            if slots is not None:
-                                slots.release()
+                    def finished(rec) -> None:
+                        if self.edges is not None:
+                            self.edges.add(rec)
+                        self._emit(rec)
 
-                    async def dispatch() -> None:
-                        for offset_s, req in pairs:
-                            planned = t0 + int(offset_s * 1e9)
-                            await _wait_until(planned)
-                            if state.stop_new:
-                                return
-                            counts["planned"] += 1
-                            if slots is not None:
-                                if slots.locked():
-                                    counts["held"] += 1
-                                await slots.acquire()
-                            inside = state.admit(planned)  # the planned instant decides the window
-                            if state.stop_new and not inside:
-                                if slots is not None:
-                                    slots.release()
-                                return
-                            counts["sent"] += 1
-                            task = asyncio.create_task(one(req, f"{self.tag}-{next(seq)}", planned, inside))
-                            running.add(task)
-                            task.add_done_callback(running.discard)
-
-                    helpers = [asyncio.create_task(dispatch()), asyncio.create_task(folder.run())]
+                    sender = Dispatcher(client, life, pairs, t0, cap, self.tag, finished=finished, sleep=_sleep)
+                    helpers = [asyncio.create_task(sender.run()), asyncio.create_task(folder.run())]
                     self.phase = WARMUP
                     self._ready.set()
                     try:
@@ -150,16 +105,14 @@ class OpenLiveStage(LiveStage):
                         if self.edges is not None:
                             self._close_edges(client.inflight)
                         self.accepting = False
-                        await life.teardown(helpers + list(running), client.inflight, wait_s=5.0)
+                        await life.teardown(helpers + list(sender.running), client.inflight, wait_s=5.0)
                         self._flush()
         finally:
             self.accepting = False
             self.phase = DONE
             self._ready.set()
         self.result = res = life.result(self.target, plan.index)
-        res.open_loop = {"rate": spec.arrivals.rate, "arrival": spec.arrivals.name,
-                         "max_in_flight": spec.concurrency or None, "max_lag_ms": spec.max_lag_ms,
-                         "planned": counts["planned"], "sent": counts["sent"], "held_by_cap": counts["held"]}
+        res.open_loop = sender.block(spec)
         return res
 
     async def user_loop(self) -> None:

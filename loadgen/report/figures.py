@@ -268,3 +268,20 @@ def write_pngs(out_dir: Path, charts: dict[str, list[Chart]]) -> list[Path]:
         paths.append(png([ttft, itl, acc], out_dir / "plots" / f"{name}-latency.png",
                          title=f"{wl}: latency and acceptance"))
     return paths
+
+
+def write_page(out: Path, html: str, charts, png: bool = True, pngs=None) -> Path:
+    """``out/report.html`` written whole (a reader never sees half a page) and, unless ``png`` is False,
+    the charts' PNGs by ``pngs(out, charts)`` (default :func:`write_pngs`; skipped without matplotlib: the
+    HTML is complete without them); the page's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.html"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    if png:
+        try:
+            (pngs or write_pngs)(out, charts)
+        except ImportError:
+            pass
+    return path

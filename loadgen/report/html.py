@@ -27,7 +27,7 @@ from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.report.cards import facts_line, flags_card, run_card, wall_time
 from loadgen.report.charts import Chart
-from loadgen.report.figures import write_pngs
+from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
 from loadgen.report.inputs import analysis, slices, usable
 from loadgen.report.palette import labels_of
@@ -96,16 +96,6 @@ def render(out_dir: str | Path, *, doc: dict | None = None, res: dict | None = N
     if res is None:
         res = analysis(out, doc)
     page = build(doc, res, dropped, title or f"loadgen report: {out.resolve().name}")
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "report.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page.html, encoding="utf-8")
-    tmp.replace(path)
-    if png:
-        try:
-            write_pngs(out, page.charts)
-        except ImportError:
-            pass  # matplotlib missing: the HTML is complete without the PNGs
-    return path
+    return write_page(out, page.html, page.charts, png)
 
 

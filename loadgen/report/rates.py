@@ -33,6 +33,7 @@ from loadgen.report.cards import run_card, wall_time
 from loadgen.report.charts import (CROSS_COLOUR, FAIL_COLOUR, TIE_COLOUR, WARN_COLOUR, Chart, Series, Span, VLine,
                                    legend_items, svg)
 from loadgen.report.charts import png as png_file
+from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
 from loadgen.report.palette import palette, swatch
 from loadgen.report.templates import fragment, read
@@ -493,14 +494,4 @@ def render(out: Path, doc: dict, res: dict | None = None, dropped: list[str] | N
     if res is None:
         res = rate_results(out, doc, confidence=confidence)
     page = build(doc, res, dropped, title or f"loadgen report: {out.resolve().name} (open loop)")
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "report.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page.html, encoding="utf-8")
-    tmp.replace(path)
-    if png:
-        try:
-            write_pngs(out, page.charts)
-        except ImportError:
-            pass  # matplotlib missing: the HTML is complete without the PNGs
-    return path
+    return write_page(out, page.html, page.charts, png, pngs=write_pngs)

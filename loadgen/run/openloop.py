@@ -41,19 +41,93 @@ _now = time.perf_counter_ns
 
 TIMER_LEAD_NS = 1_000_000
 """The event loop's timers wake up to 1 ms late (epoll's timeout is whole milliseconds, rounded up), so
-the dispatcher's timer is set this much early and the last part waited out with a precise sleep (about
-0.06 ms late): on this 2-core machine lag p99 went from 1.1 ms to ~0.1 ms at 50 req/s. The loop is held
-for at most this long per send, only when the next send is that close."""
-CONNECT_BACKOFF_S = 0.2
+the dispatcher's timer is set this much early and the last part waited out with a precise sleep; the
+loop is held for at most this long per send, only when the next send is that close. Measured with
+``loadgen bench dispatch`` (docs/benchmarks.md): lag p50 0.16 ms at 50 req/s on a quiet 16-core host,
+0.28 ms on this 2-core one; the p99 (1.2 ms there) is not the timer's."""
+COOLDOWN_BEHIND_NS = 1_000_000_000
+"""After the window, a send already this late is skipped (counted in ``skipped_late``): cool-down sends
+only keep the load up while the window's requests finish, and a client that far behind has more than
+kept it up. Sent anyway, a 4000 req/s stage on a 16-core host sent 94,434 requests for a 3 s window."""
 
 
-async def _wait_until(t_ns: int) -> None:
+async def _wait_until(t_ns: int, sleep: Callable[[float], None] = time.sleep) -> None:
     ahead = t_ns - _now()
     if ahead > TIMER_LEAD_NS:
         await asyncio.sleep((ahead - TIMER_LEAD_NS) / 1e9)
         ahead = t_ns - _now()
     if ahead > 0:
-        time.sleep(ahead / 1e9)
+        sleep(ahead / 1e9)
+
+
+class Dispatcher:
+    """Sends one process's share of a schedule through ``client`` into ``life``'s window: the open loop of
+    ``loadgen run --rate`` and of the Locust ramp (loadgen/locust/openlive.py), one piece.
+
+    ``pairs``: (planned offset s, request) of this share; ``finished(rec)``: what the front does with a
+    finished record beyond folding it (the scripted stage's server comparison, Locust's events);
+    ``sleep``: the precise sleep for a send's last part (Locust passes the one gevent did not patch).
+    """
+
+    def __init__(self, client: StreamClient, life: Lifecycle, pairs, t0: int, cap: int, tag: str, *,
+                 finished: Callable[[RequestRecord], None] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client, self.life, self.pairs, self.t0, self.tag = client, life, pairs, t0, tag
+        self.finished, self.sleep = finished, sleep
+        self.slots = asyncio.Semaphore(cap) if cap else None
+        self.running: set[asyncio.Task] = set()
+        self.counts = {"planned": 0, "sent": 0, "held_by_cap": 0, "skipped_late": 0}
+        self.due_ns: int | None = None
+        """The next planned send while the dispatcher waits for it (the folder keeps clear of it)."""
+        life.folder.next_send = lambda: self.due_ns
+
+    async def _one(self, req, rid: str, planned: int, inside: bool) -> None:
+        state = self.life.state
+        try:
+            rec = await self.client.stream(req, rid, start_ns=_now(), planned_ns=planned)
+            if not rec.ok:
+                state.failures += 1
+            self.life.folder.put(rec)
+            if self.finished is not None:
+                self.finished(rec)
+            if inside:
+                state.finished_inside()
+        finally:
+            if self.slots is not None:
+                self.slots.release()
+
+    async def run(self) -> None:
+        state, counts, slots = self.life.state, self.counts, self.slots
+        seq = itertools.count()
+        for offset_s, req in self.pairs:
+            planned = self.t0 + int(offset_s * 1e9)
+            self.due_ns = planned
+            await _wait_until(planned, self.sleep)
+            self.due_ns = None
+            if state.stop_new:
+                return
+            counts["planned"] += 1
+            if state.window_closed and _now() - planned > COOLDOWN_BEHIND_NS:
+                counts["skipped_late"] += 1
+                continue
+            if slots is not None:
+                if slots.locked():
+                    counts["held_by_cap"] += 1
+                await slots.acquire()
+            inside = state.admit(planned)  # the planned instant decides the window
+            if state.stop_new and not inside:
+                if slots is not None:
+                    slots.release()
+                return
+            counts["sent"] += 1
+            task = asyncio.create_task(self._one(req, f"{self.tag}-{next(seq)}", planned, inside))
+            self.running.add(task)
+            task.add_done_callback(self.running.discard)
+
+    def block(self, spec: StageSpec) -> dict:
+        """The stage's ``open_loop`` block: what was planned and how it was sent."""
+        return {"rate": spec.arrivals.rate, "arrival": spec.arrivals.name, "max_in_flight": spec.concurrency or None,
+                "max_lag_ms": spec.max_lag_ms, **self.counts}
 
 
 def cap_share(cap: int, offset: int, stride: int) -> int:
@@ -90,7 +164,6 @@ async def run_open_stage(
     seed = opts.seed + (stage_index if seed_index is None else seed_index)
     pairs = itertools.islice(zip(spec.arrivals.times(opts.seed), source(seed)), user_offset, None, user_stride)
     tag = f"{target.label}-s{stage_index}-p{user_offset}"
-    counts = {"planned": 0, "sent": 0, "held": 0, "schedule_ended": False}
     with frozen_heap():
         # no connection limit without a cap: aiohttp's pool would queue sends past it unseen
         async with StreamClient(
@@ -102,59 +175,22 @@ async def run_open_stage(
                 await asyncio.sleep(max(0.0, (start_at_ns - _now()) / 1e9))
             t0 = start_at_ns or _now()
             life = Lifecycle(spec, opts.slo, t0, 0, probe=window_probe)
-            state, folder = life.state, life.folder
-            slots = asyncio.Semaphore(cap) if cap else None
-            running: set[asyncio.Task] = set()
 
-            async def one(req, rid: str, planned: int, inside: bool) -> None:
-                try:
-                    rec = await client.stream(req, rid, start_ns=_now(), planned_ns=planned)
-                    life.record_end(rec)
-                    if not rec.ok:
-                        state.failures += 1
-                    folder.put(rec)
-                    if on_record is not None:
-                        on_record(rec)
-                    if inside:
-                        state.finished_inside()
-                finally:
-                    if slots is not None:
-                        slots.release()
+            def finished(rec: RequestRecord) -> None:
+                life.record_end(rec)
+                if on_record is not None:
+                    on_record(rec)
 
-            async def dispatch() -> None:
-                seq = itertools.count()
-                for offset_s, req in pairs:
-                    planned = t0 + int(offset_s * 1e9)
-                    await _wait_until(planned)
-                    if state.stop_new:
-                        return
-                    counts["planned"] += 1
-                    if slots is not None:
-                        if slots.locked():
-                            counts["held"] += 1
-                        await slots.acquire()
-                    inside = state.admit(planned)
-                    if state.stop_new and not inside:
-                        if slots is not None:
-                            slots.release()
-                        return
-                    counts["sent"] += 1
-                    task = asyncio.create_task(one(req, f"{tag}-{next(seq)}", planned, inside))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                counts["schedule_ended"] = True  # a trace's last arrival: the window closes when it is due
-
-            tasks = [asyncio.create_task(dispatch()), asyncio.create_task(folder.run())]
+            sender = Dispatcher(client, life, pairs, t0, cap, tag, finished=finished)
+            tasks = [asyncio.create_task(sender.run()), asyncio.create_task(life.folder.run())]
             if progress is not None:
-                tasks.append(asyncio.create_task(report_progress(progress, client, folder, state, spec, t0)))
+                tasks.append(asyncio.create_task(report_progress(progress, client, life.folder, life.state, spec, t0)))
             try:
                 await life.drive(tokens=lambda: client.tokens_seen, ready=None, opened=opened, open_at=open_at)
             except asyncio.CancelledError:
                 life.interrupted()
             finally:
-                await life.teardown(tasks + list(running), client.inflight)
+                await life.teardown(tasks + list(sender.running), client.inflight)
     res = life.result(target, stage_index)
-    res.open_loop = {"rate": spec.arrivals.rate, "arrival": spec.arrivals.name, "max_in_flight": spec.concurrency or None,
-                     "max_lag_ms": spec.max_lag_ms, "planned": counts["planned"], "sent": counts["sent"],
-                     "held_by_cap": counts["held"]}
+    res.open_loop = sender.block(spec)
     return res

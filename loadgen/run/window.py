@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from typing import Callable
 
 from loadgen.record import RequestRecord
 from loadgen.run.spec import Cut
@@ -172,6 +173,15 @@ class StageState:
         await self._inside_done.wait()
 
 
+SEND_CLEARANCE_NS = 2_000_000
+"""A record's fold holds the loop for up to about a millisecond (ten metrics, binned histograms); an open
+loop's send that falls due meanwhile waits for it: lag p99 1.2 ms at 50 req/s on a quiet 16-core host,
+lag p50 0.16 ms. So no fold starts when a send is due within this long; it waits until just after it."""
+AFTER_SEND_S = 0.0003
+MAX_DEFER_NS = 50_000_000
+"""At rates where sends are always that close, folds go on after this long (records must not pile up)."""
+
+
 class RecordFolder:
     """Folds finished records into the accumulator one per event-loop iteration.
 
@@ -189,6 +199,9 @@ class RecordFolder:
         """None until the window is fixed (adaptive warm-up): records finished before it are dropped."""
         self.pending: deque[RequestRecord] = deque()
         self._wake = asyncio.Event()
+        self.next_send: Callable[[], int | None] | None = None
+        """An open loop's next planned send (perf_counter ns), or None: a fold is not started that close to
+        one, so the send is not held behind it (see :data:`SEND_CLEARANCE_NS`)."""
 
     def attach(self, acc: StageAccumulator) -> None:
         self.acc = acc
@@ -205,8 +218,20 @@ class RecordFolder:
             await self._wake.wait()
             self._wake.clear()
             while self.pending:
+                await self._clear_of_send()
                 self.acc.add(self.pending.popleft())
                 await asyncio.sleep(0)
+
+    async def _clear_of_send(self) -> None:
+        """Wait until no planned send falls due within a fold's time (at most MAX_DEFER_NS in all)."""
+        if self.next_send is None:
+            return
+        t0 = _now()
+        while True:
+            due, now = self.next_send(), _now()
+            if due is None or not (now <= due < now + SEND_CLEARANCE_NS) or now - t0 > MAX_DEFER_NS:
+                return
+            await asyncio.sleep((due - now) / 1e9 + AFTER_SEND_S)
 
     def drain(self) -> None:
         while self.pending:

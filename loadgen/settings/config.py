@@ -82,6 +82,7 @@ class RampConfig:
     arrival: str = "poisson"
     max_in_flight: int | None = None
     max_dispatch_lag_ms: float = 10.0
+    past_saturation: bool = False
     trace: str | None = None
     trace_speed: tuple[float, ...] | None = None
     warmup_s: float = K.WARMUP_S

@@ -153,6 +153,10 @@ class Settings:
         "not keep the schedule (default {default:g})", fronts=FRONTS, default=10.0, type=float,
         help_by={"locust": "open loop: flag a stage whose dispatch lag p99 exceeds this many ms (default 10)"},
         toml="run.max_dispatch_lag", attr="max_dispatch_lag_ms", check="number", section="stages")
+    past_saturation: bool | None = knob(
+        "--past-saturation", "open loop: go on to higher rates for a target after one of its stages saturated "
+        "(by default its ladder stops there)", action="store_true", default=False, toml="run.past_saturation",
+        attr="past_saturation", check="boolean", section="stages")
     trace: str | None = knob(
         "--trace", "open loop: replay a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids), "
         "a file or a shipped one (mooncake-small), prompts from --workload at its lengths", toml="run.trace",

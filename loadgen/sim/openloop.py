@@ -232,7 +232,11 @@ class RateTruth:
     growth: float
     """Requests in the server (running + waiting) gained over the window, by a least-squares line
     through their count at every forward."""
-    saturated: bool
+    e2e_mean: float | None = None
+    """Mean E2E from the planned send (loadgen's per-window ``e2e_planned_mean``)."""
+    decode_rate_mean: float | None = None
+    """Mean over requests of 1 / TPOT, tokens/s (loadgen's ``decode_rate``; higher is better)."""
+    saturated: bool = False
     """The server falls behind without bound: ``growth`` exceeds 5 and three times the count's scatter
     about that line (a stable server's count wanders around λ·E2E and comes back; a saturated one
     climbs by (λ − μ)·window), or, with a bounded queue that cannot grow, more than 1 in 20 of the
@@ -245,8 +249,9 @@ class RateTruth:
 
 
 METRICS = ("ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "e2e_p50", "e2e_p99",
-           "itl_p50", "itl_p99")
-"""The RateTruth latencies an SLO or a rate crossover can name (all lower-is-better, ms)."""
+           "itl_p50", "itl_p99", "e2e_mean", "decode_rate_mean")
+"""The RateTruth figures an SLO or a rate crossover can name (ms, lower is better; ``decode_rate_mean`` in
+tokens/s, higher is better: a crossover is where the difference changes sign either way)."""
 
 
 def rate_truth(profile: Profile | str, mode: str, rate: float, *, mix: list[tuple[int, float, int]],
@@ -316,6 +321,8 @@ def _summary(reqs: list[VirtualRequest], trace: _Trace, *, mode: str, rate: floa
         tpot_p50=percentile(tpot, 50), tpot_p90=percentile(tpot, 90), tpot_p99=percentile(tpot, 99),
         e2e_p50=percentile(e2e, 50), e2e_p99=percentile(e2e, 99),
         itl_p50=percentile(itl, 50), itl_p99=percentile(itl, 99),
+        e2e_mean=sum(e2e) / len(e2e) if e2e else None,
+        decode_rate_mean=sum(1000.0 / x for x in tpot if x > 0) / len(tpot) if tpot else None,
         offered_rps=n / window, achieved_rps=finished / window, output_tps=tokens / window, mean_batch=batch,
         waiting_start=q0, waiting_end=q1, growth=growth,
         saturated=growth > max(5.0, 3.0 * scatter) or rejected > 0.05 * n,

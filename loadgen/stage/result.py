@@ -240,7 +240,7 @@ class StageResult:
             if self.open_loop is None:
                 self.open_loop = dict(other.open_loop)
             else:
-                for k in ("planned", "sent", "held_by_cap"):
+                for k in ("planned", "sent", "held_by_cap", "skipped_late"):
                     self.open_loop[k] = self.open_loop.get(k, 0) + other.open_loop.get(k, 0)
 
     def to_dict(self) -> dict:
@@ -255,8 +255,9 @@ class StageResult:
         if self.open_loop is not None:
             open_loop, why, tip = dispatch_check(self.open_loop, self.total.hists["dispatch_lag"], self.processes)
             if why:
-                reasons.append(why)
-                advice = advice or tip
+                # the schedule not kept comes first: its advice (the cap, more processes) is what to do
+                reasons.insert(0, why)
+                advice = tip
         return {
             "schema": SCHEMA,
             "target": self.target,
@@ -311,7 +312,7 @@ def stage_load(d: dict) -> float:
     return d["rate"] if d.get("rate") is not None else d["concurrency"]
 
 
-_OPEN_KEYS = ("rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent", "held_by_cap")
+_OPEN_KEYS = ("rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent", "held_by_cap", "skipped_late")
 
 
 def dispatch_check(plan: dict, lag: Hist, processes: int = 1) -> tuple[dict, str, str]:
@@ -406,6 +407,8 @@ class StageAccumulator:
         if rec.chunk_ns and n > 1 and rec.end_ns > rec.chunk_ns[0]:
             tl.bump("decode_rate_sum", b, (n - 1) * 1e9 / (rec.end_ns - rec.chunk_ns[0]))
             tl.bump("decode_rate_n", b)
+        if rec.planned_ns:
+            tl.bump("e2e_planned_sum", b, (rec.end_ns - rec.planned_ns) / 1e6)
         ms.server_output_tokens += n
         if not rec.token_counts_exact:
             ms.approximate_requests += 1

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from loadgen.histograms import Hist
 from loadgen.metrics import REGISTRY
 
-COUNTERS = ("tokens", "completed", "good", "decode_rate_sum", "decode_rate_n")
+COUNTERS = ("tokens", "completed", "good", "decode_rate_sum", "decode_rate_n", "e2e_planned_sum")
+"""``e2e_planned_sum``: an open loop's E2E from plan (ms) summed over the bin's completed requests: with
+``completed``, its per-window mean (loadgen.analysis.rates), which pairs across targets better than a p50."""
 # Per-second histograms only for the metrics whose per-window percentiles are crossover samples
 # (ttft, itl today): the others are read from the stage histogram alone, and binning costs memory.
 BIN_HISTS = tuple(m.name for m in REGISTRY if m.crossover_percentiles or m.binned)
