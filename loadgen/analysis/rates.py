@@ -147,7 +147,7 @@ class Saturates:
             return f"{self.target} kept up with every rate measured" + (f" (up to {self.kept:g} req/s)" if self.kept else "")
         if self.kept is None:
             return f"{self.target} saturated already at the lowest rate measured, {self.at:g} req/s ({self.why})"
-        return f"{self.target} saturates between {self.kept:g} and {self.at:g} req/s ({self.why})"
+        return f"{self.target} saturates between {self.kept:.3g} and {self.at:.3g} req/s ({self.why})"
 
 
 @dataclass
@@ -351,39 +351,36 @@ def _pct(parts: list[tuple[np.ndarray, np.ndarray]], p: float) -> float | None:
     return float(v[min(k, len(v) - 1)])
 
 
-def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int) -> dict:
-    """The stage's worst log(value/limit) over the SLOs, with a bootstrap band at ``level``."""
+def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int) -> list[dict]:
+    """Per SLO, the stage's log(value / limit) with a block-bootstrap band at ``level``; [] without samples."""
+    rate = float(s["rate"])
     if saturation(s).saturated:
-        return {"rate": float(s["rate"]), "margin": math.inf, "low": math.inf, "high": math.inf,
-                "worst": "saturated"}
+        return [{"rate": rate, "margin": math.inf, "low": math.inf, "high": math.inf, "slo": t.text,
+                 "worst": "saturated"} for t in slos]
     tl = (s.get("workloads", {}).get(wl) or s)["timeline"]
     per = {t: _bins(tl, t.metric) for t in slos}
     if any(not b for b in per.values()):
-        return {"rate": float(s["rate"]), "margin": None, "low": None, "high": None, "worst": "no samples"}
-
-    def worst(pick) -> tuple[float, str]:
-        vals = []
-        for t in slos:
-            v = _pct(pick(per[t]), t.percentile)
-            vals.append((math.log(max(v, 1e-9) / t.limit_ms), t.text))
-        return max(vals)
-
-    point, which = worst(lambda b: b)
-    rng = random.Random(f"loadgen.capacity:{seed}:{s['target']}:{s['rate']!r}")
-    n = min(len(b) for b in per.values())
-    # blocks of consecutive bins, as long as the bins' own autocorrelation asks: a stage near saturation
-    # drifts through its window, and bins resampled one by one would make its band too narrow
-    series = [[_pct([x], t.percentile) for x in per[t][:n]] for t in slos]
-    length = max(stats.block_length(n, min(0.8, stats.pooled_autocorrelation(series))), 1)
-
-    def pick(b, starts):
-        return [b[(k + j) % n] for k in starts for j in range(length)][:n]
-
-    reps = sorted(worst(lambda b, st=[rng.randrange(n) for _ in range(-(-n // length))]: pick(b, st))[0]
-                  for _ in range(N_BOOT))
-    lo = reps[int((1 - level) / 2 * (N_BOOT - 1))]
-    hi = reps[int((1 + level) / 2 * (N_BOOT - 1))]
-    return {"rate": float(s["rate"]), "margin": point, "low": min(lo, point), "high": max(hi, point), "worst": which}
+        return []
+    out = []
+    for k, t in enumerate(slos):
+        bins = per[t]
+        n = len(bins)
+        point = math.log(max(_pct(bins, t.percentile), 1e-9) / t.limit_ms)
+        # blocks of consecutive bins, as long as the bins' own autocorrelation asks: a stage near saturation
+        # drifts through its window, and bins resampled one by one would make its band too narrow
+        series = [_pct([x], t.percentile) for x in bins]
+        length = max(stats.block_length(n, min(0.8, stats.pooled_autocorrelation([series]))), 1)
+        rng = random.Random(f"loadgen.capacity:{seed}:{s['target']}:{s['rate']!r}:{k}")
+        reps = []
+        for _ in range(N_BOOT):
+            starts = [rng.randrange(n) for _ in range(-(-n // length))]
+            pick = [bins[(i + j) % n] for i in starts for j in range(length)][:n]
+            reps.append(math.log(max(_pct(pick, t.percentile), 1e-9) / t.limit_ms))
+        reps.sort()
+        lo = reps[int((1 - level) / 2 * (N_BOOT - 1))]
+        hi = reps[int((1 + level) / 2 * (N_BOOT - 1))]
+        out.append({"rate": rate, "margin": point, "low": min(lo, point), "high": max(hi, point), "slo": t.text})
+    return out
 
 
 def _crossing(rows: list[dict], key: str) -> tuple[float | None, str]:
@@ -399,31 +396,52 @@ def _crossing(rows: list[dict], key: str) -> tuple[float | None, str]:
     return None, "above"
 
 
-def capacity(target: str, stages: list[dict], wl: str, slos: list[SloTerm], confidence: float,
-             seed: int = 0) -> Capacity | None:
-    stages = sorted(stages, key=lambda s: s["rate"])
-    if not stages:
-        return None
-    level = confidence ** (1.0 / len(stages))
-    rows = [r for r in (_margins(s, wl, slos, level, seed) for s in stages) if r["margin"] is not None]
-    if not rows:
-        return Capacity(target, None, None, None, [], f"{target}: no stage had samples of every SLO")
+def _one(rows: list[dict]) -> tuple[float | None, float | None, float | None, str]:
+    """One SLO's capacity over a target's stages: (estimate, low, high, how) as :func:`_crossing` says it."""
     est, how = _crossing(rows, "margin")
     lo, _ = _crossing(rows, "high")
     hi, _ = _crossing(rows, "low")
     lowest, highest = rows[0]["rate"], rows[-1]["rate"]
     if how == "below":
-        words = f"{target}: fails the SLOs already at the lowest rate measured, {lowest:g} req/s"
-        return Capacity(target, None, None, lowest, rows, words)
+        return None, None, lowest, how
     if how == "above":
-        words = f"{target}: meets the SLOs at every rate measured, up to {highest:g} req/s (its capacity is higher)"
-        return Capacity(target, None, lo if lo is not None else highest, None, rows, words)
+        return None, lo if lo is not None else highest, None, how
     lo = lo if lo is not None else lowest
     hi = hi if hi is not None else highest
     if how == "between":
         a = max(r["rate"] for r in rows if r["rate"] < est)
         b = min(r["rate"] for r in rows if r["rate"] > est)
         lo, hi = min(lo, a), b  # the stage above saturated: anywhere up to it
+    return est, min(lo, est), max(hi, est), how
+
+
+def capacity(target: str, stages: list[dict], wl: str, slos: list[SloTerm], confidence: float,
+             seed: int = 0) -> Capacity | None:
+    """The highest rate meeting every SLO: each SLO's own crossing (interpolated on its own margin, so a
+    limit that binds late does not bend another's line), the lowest of them, and of their bands' ends
+    (each SLO's band at the Šidák share of the level over the stages and the SLOs)."""
+    stages = sorted(stages, key=lambda s: s["rate"])
+    if not stages:
+        return None
+    level = confidence ** (1.0 / (len(stages) * len(slos)))
+    per_stage = [m for m in (_margins(s, wl, slos, level, seed) for s in stages) if m]
+    if not per_stage:
+        return Capacity(target, None, None, None, [], f"{target}: no stage had samples of every SLO")
+    rows = [max(m, key=lambda r: r["margin"]) | {"worst": max(m, key=lambda r: r["margin"])["slo"]}
+            for m in per_stage]
+    ones = [_one([m[k] for m in per_stage]) for k in range(len(slos))]
+    lowest, highest = rows[0]["rate"], rows[-1]["rate"]
+    if any(how == "below" for *_, how in ones):
+        words = f"{target}: fails the SLOs already at the lowest rate measured, {lowest:g} req/s"
+        return Capacity(target, None, None, lowest, rows, words)
+    if all(how == "above" for *_, how in ones):
+        lo = min(x[1] for x in ones)
+        words = f"{target}: meets the SLOs at every rate measured, up to {highest:g} req/s (its capacity is higher)"
+        return Capacity(target, None, lo, None, rows, words)
+    found = [x for x in ones if x[3] != "above"]
+    est = min(x[0] for x in found)
+    lo = min(x[1] for x in ones if x[1] is not None)
+    hi = min(x[2] for x in found)
     lo, hi = min(lo, est), max(hi, est)
     return Capacity(target, est, lo, hi, rows, f"{target}: {fmt_rate(est)} req/s ({fmt_rate(lo)}–{fmt_rate(hi)})")
 

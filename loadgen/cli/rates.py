@@ -75,14 +75,23 @@ def next_rate(cap, measured: list[float], width: float, ceiling: float | None = 
         return None
     if cap.ci_low is None or cap.ci_high is None:
         return None
+
+    def new(x: float) -> bool:
+        return all(abs(math.log(x / m)) >= math.log(1.03) for m in measured)
+
+    below = [m for m in measured if m <= cap.estimate]
+    above = [m for m in measured if m > cap.estimate]
+    if below and above and min(above) / max(below) > width:
+        # between two stages the estimate is an interpolation whatever its band says: measure there
+        r = cap.estimate if new(cap.estimate) else math.sqrt(max(below) * min(above))
+        return r if new(r) else None
     if cap.ci_high / cap.ci_low <= width:
         return None
     r = math.sqrt(cap.ci_low * cap.ci_high)
-    if any(abs(math.log(r / m)) < math.log(1.03) for m in measured):
+    if not new(r):
         # the middle was measured: split the wider side of it instead
         lo_side, hi_side = math.sqrt(cap.ci_low * r), math.sqrt(r * cap.ci_high)
-        r = next((x for x in (hi_side, lo_side) if all(abs(math.log(x / m)) >= math.log(1.03) for m in measured)),
-                 None)
+        r = next((x for x in (hi_side, lo_side) if new(x)), None)
     return r
 
 

@@ -23,6 +23,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     s = flags.typed(args, "run")
+    front.open_plan(s)  # an open-loop flag in a wrong combination fails here, before the simulator starts
     workloads = front.workloads_of(s, [s.workload])
     make_source = front.source_factory(s, workloads)
     opts = front.run_options(s)

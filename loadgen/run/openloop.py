@@ -44,7 +44,8 @@ TIMER_LEAD_NS = 1_000_000
 the dispatcher's timer is set this much early and the last part waited out with a precise sleep; the
 loop is held for at most this long per send, only when the next send is that close. Measured with
 ``loadgen bench dispatch`` (docs/benchmarks.md): lag p50 0.16 ms at 50 req/s on a quiet 16-core host,
-0.28 ms on this 2-core one; the p99 (1.2 ms there) is not the timer's."""
+0.25 ms on this 2-core virtual machine, whose p99 (3 ms, constant arrivals or Poisson) is its own
+scheduling: a bare 2 ms time.sleep on its idle core overshoots by 0.94 ms at p99, 4.5 ms at most."""
 COOLDOWN_BEHIND_NS = 1_000_000_000
 """After the window, a send already this late is skipped (counted in ``skipped_late``): cool-down sends
 only keep the load up while the window's requests finish, and a client that far behind has more than

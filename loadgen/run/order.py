@@ -109,16 +109,20 @@ class OpenPlan:
         if last - warmup_s < 1.0:
             raise LoadgenError(f"--trace at speed {value:g} lasts {last:.1f} s: nothing is left for a window after "
                                f"the {warmup_s:g} s warm-up (a shorter --warmup or a lower --trace-speed)")
-        return last - warmup_s
+        # just past the last send: a trace's last instant can hold a burst (mooncake-small: 6 sends at 57 s)
+        return last - warmup_s + TRACE_END_S
 
 
 BIN_REQUESTS = 6
 """An open-loop stage's timeline bins hold at least this many planned requests on average: a bin's
 TPOT or TTFT p50 is one crossover sample and needs 3 (loadgen.metrics), so at 2 req/s a bin is 3 s."""
+TRACE_END_S = 0.001
 OPEN_COOLDOWN_MIN_S = 10.0
-"""An open-loop stage's cool-down ends at twice its window (and a request) or this, whichever is longer:
-a saturated server's queue never drains while the schedule goes on, and the stage is then cut there,
-its window kept (loadgen.stage.saturation reads the cut as saturation) rather than run for 600 s."""
+"""An open-loop stage's cool-down ends at half its window and three requests, or this, whichever is
+longer: a server that keeps up ends the window's requests within about one request after it, and a
+saturated one's queue never drains while the schedule goes on, so the stage is cut there, its window
+kept (loadgen.stage.saturation reads the cut as saturation), rather than run for 600 s (or 108 s
+after a 54 s trace window, as twice the window took on the CPU llama-server)."""
 
 
 def open_spec(plan: OpenPlan, value: float, warmup_s: float, last_e2e_s: float | None, *,
@@ -128,7 +132,7 @@ def open_spec(plan: OpenPlan, value: float, warmup_s: float, last_e2e_s: float |
     brings the load up), the window, a bounded cool-down."""
     window = plan.window_s(value, warmup_s, duration_s)
     d = last_e2e_s or 0.0
-    cool = float(round(min(max_cooldown_s, max(OPEN_COOLDOWN_MIN_S, 2 * (window or 10.0) + 2 * d))))
+    cool = float(round(min(max_cooldown_s, max(OPEN_COOLDOWN_MIN_S, (window or 10.0) / 2 + 3 * d))))
     sched = plan.schedule(value)
     # a window bin's percentile needs requests: at least BIN_REQUESTS planned per bin, else a twentieth
     bin_s = max((window or 10.0) / 20, BIN_REQUESTS / sched.rate) if sched.rate > 0 else None

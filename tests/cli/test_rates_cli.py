@@ -1,0 +1,117 @@
+"""Open-loop ladders as a user runs them: ``loadgen crossover --rate``/``loadgen capacity`` and ``loadgen run
+--trace`` against the embedded simulators, real processes, and the one-line errors of bad open-loop input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def loadgen(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory):
+    """Baseline and spec at 3 and 8 req/s (both keep up), 30 (both saturate: ~19 req/s is their capacity,
+    sim.openloop) and 40 (not run: the ladder stops past saturation), with a capacity search."""
+    out = tmp_path_factory.mktemp("rates") / "out"
+    p = loadgen("capacity", "--rate", "3,8,30,40", "--duration", "6s", "--warmup", "2s", "--max-tokens",
+                "uniform:150,250", "--ignore-eos", "--capacity", "ttft_p99=160ms,tpot_p50=8ms", "--capacity-budget", "1",
+                "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    return {"out": out, "p": p, "doc": json.loads((out / "run.json").read_text()),
+            "rates": json.loads((out / "rates.json").read_text())}
+
+
+def test_every_stage_is_open_loop_on_one_schedule(ladder):
+    doc = ladder["doc"]
+    assert doc["run"]["open_loop"]["axis"] == "rate" and doc["run"]["open_loop"]["arrival"] == "poisson"
+    by = {}
+    for s in doc["stages"]:
+        ol = s["open_loop"]
+        assert ol["planned"] == ol["sent"] and ol["arrival"] == "poisson"
+        by.setdefault(s["rate"], {})[s["target"]] = s
+    for r in (3.0, 8.0):
+        b, s = by[r]["baseline"], by[r]["spec"]
+        # one schedule: the same requests planned inside each target's window
+        assert b["requests"]["started"] == s["requests"]["started"] > 0
+        for d in (b, s):
+            assert d["requests"]["failed"] == 0 and d["dispatch_lag"]["count"] == d["requests"]["completed"]
+
+
+def test_saturation_is_detected_and_the_ladder_stops_there(ladder):
+    r = ladder["rates"]
+    for label in ("baseline", "spec"):
+        sat = r["saturation"]["chat"][label]
+        # kept up at 8 (or at a capacity search's rate between 8 and 30), not at 30
+        assert 8.0 <= sat["kept"] < 30.0 and sat["at"] == 30.0, sat
+        assert f"{label} saturates between {sat['kept']:.3g} and 30 req/s" in ladder["p"].stdout
+        # the simulator's own saturation rate (~19 req/s at time-scale 5) lies in that interval
+        assert sat["kept"] <= sat["truth"] <= 30.0, sat
+    assert 40.0 not in {s["rate"] for s in ladder["doc"]["stages"]}
+    assert {x["value"] for x in ladder["doc"]["run"]["not_run"]} == {40.0}
+    assert "not run, the server saturated at rate=30/s" in ladder["p"].stderr
+    row = next(p for p in r["points"]["chat"] if p["rate"] == 30.0 and p["target"] == "baseline")
+    assert row["saturated"] and row["ended_per_s"] < 0.9 * row["planned_per_s"]
+
+
+def test_capacity_is_searched_stated_and_checked_against_the_simulator(ladder):
+    r, out = ladder["rates"], ladder["p"].stdout
+    assert "capacity: with spec, capacity under TTFT p99 ≤ 160 ms and TPOT p50 ≤ 8 ms is" in out
+    extra = [s for s in ladder["doc"]["stages"] if s["rate"] not in (3.0, 8.0, 30.0)]
+    assert {s["target"] for s in extra} == {"baseline", "spec"}  # one search stage each (budget 1)
+    for label in ("baseline", "spec"):
+        c = r["capacity"]["chat"][label]
+        assert c["estimate"] is not None and c["ci_low"] <= c["estimate"] <= c["ci_high"]
+        # the simulator's own capacity for these arrivals: 14.8 (baseline) and 16.5 (spec) req/s
+        assert c["truth"] is not None and 12 < c["truth"] < 19
+        assert abs(c["estimate"] / c["truth"] - 1) < 0.35, c
+    html = (ladder["out"] / "report.html").read_text()
+    assert "capacity" in html and "C=" not in html
+
+
+def test_a_trace_replays_against_the_simulator(tmp_path):
+    out = tmp_path / "run.json"
+    p = loadgen("run", "--trace", "mooncake-small", "--trace-speed", "4", "--warmup", "1s", "--sim-time-scale", "5",
+                "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    [s] = json.loads(out.read_text())["stages"]
+    assert s["open_loop"]["planned"] == s["open_loop"]["sent"] == 162
+    assert s["workloads"].keys() == {"trace:mooncake-small"} and s["requests"]["failed"] == 0
+    assert s["requests"]["started"] > 100
+    assert "trace x4" in p.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "--rate", "0,1"], "--rate: rates must be > 0"),
+    (["run", "--rate", "2,1"], "--rate: rates must increase"),
+    (["run", "--rate", "1", "--arrival", "gamma"], "--arrival 'gamma': gamma needs a burstiness"),
+    (["run", "--rate", "1", "--arrival", "bursty"], "--arrival 'bursty': expected poisson, constant or gamma:CV"),
+    (["run", "--rate", "1", "--max-in-flight", "0"], "--max-in-flight must be >= 1"),
+    (["run", "--max-in-flight", "4"], "--max-in-flight is for open-loop stages"),
+    (["run", "--rate", "1", "--max-dispatch-lag", "0"], "--max-dispatch-lag must be > 0"),
+    (["run", "--rate", "1", "--trace", "mooncake-small"], "--rate and --trace: give one"),
+    (["run", "--trace-speed", "2"], "--trace-speed needs --trace"),
+    (["run", "--trace", "mooncake-small", "--trace-speed", "0"], "--trace-speed: rates must be > 0"),
+    (["run", "--trace", "/nonexistent.jsonl"], "trace /nonexistent.jsonl: no such file"),
+    (["crossover", "--capacity", "ttft_p99=1s"], "--capacity searches rates: give a --rate ladder"),
+    (["crossover", "--rate", "1", "--capacity", "ttft=1s"], "--capacity: 'ttft=1s' is not METRIC_pNN=LIMIT"),
+    (["capacity", "--rate", "1"], "loadgen capacity needs --capacity SLOS"),
+])
+def test_bad_open_loop_input_is_one_line(args, says):
+    p = loadgen(*args, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert says in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_bad_trace_line_is_named(tmp_path):
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+                   '{"timestamp": 5, "input_length": -3, "output_length": 5}\n')
+    p = loadgen("run", "--trace", str(bad), timeout=60)
+    assert p.returncode == 2 and f"{bad}:2:" in p.stderr and "Traceback" not in p.stderr, p.stderr
