@@ -26,9 +26,10 @@ SLOS = "ttft_p99=500ms,tpot_p50=3ms"
 METRICS = ("decode_rate", "e2e_planned_mean", "tpot_p50", "e2e_planned_p50")
 
 
-def one_run(seed: int, ladder: str, duration: str, budget: int, time_scale: float = 10.0, slos: str = SLOS) -> dict:
+def one_run(seed: int, ladder: str, duration: str, budget: int, time_scale: float = 10.0, slos: str = SLOS,
+            keep: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "rates"
+        out = Path(keep) / f"seed{seed}" if keep else Path(tmp) / "rates"
         t0 = time.monotonic()
         p = subprocess.run(
             [sys.executable, "-m", "loadgen", "crossover", "--seed", str(seed), "--rate", ladder, "--arrival", "poisson",
@@ -58,16 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="loadgen bench rates", description=__doc__)
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--ladder", default="6,12,20,26", help="wall req/s at --time-scale (default 6,12,20,26)")
+    p.add_argument("--ladder", default="5,10,20,27,32", help="wall req/s at --time-scale (default 5,10,20,27,32)")
     p.add_argument("--duration", default="20s")
     p.add_argument("--time-scale", type=float, default=10.0)
     p.add_argument("--slos", default=SLOS)
-    p.add_argument("--capacity-budget", type=int, default=2)
+    p.add_argument("--capacity-budget", type=int, default=1)
     p.add_argument("--json", help="write the rows here")
+    p.add_argument("--keep", help="keep each seed's results folder under this one")
     a = p.parse_args(argv)
     rows = []
     for seed in range(a.first_seed, a.first_seed + a.seeds):
-        row = one_run(seed, a.ladder, a.duration, a.capacity_budget, a.time_scale, a.slos)
+        row = one_run(seed, a.ladder, a.duration, a.capacity_budget, a.time_scale, a.slos, a.keep)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if a.json:

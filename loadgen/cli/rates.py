@@ -46,7 +46,8 @@ def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
                 mine = [p for p in res.points.get(wl, []) if p.target == label]
                 sat = res.saturation.get(wl, {}).get(label)
                 nxt = next_rate(cap, [p.rate for p in mine], args.capacity_width,
-                                ceiling=sat.at if sat is not None else None)
+                                ceiling=sat.at if sat is not None else None,
+                                used=[r["rate"] for r in cap.measured])
                 if nxt is not None:
                     todo.append((label, nxt, wl))
         if not todo:
@@ -62,16 +63,21 @@ EXTEND = 1.5
 """A capacity beyond the ladder is looked for this many times above its highest rate (below its lowest)."""
 
 
-def next_rate(cap, measured: list[float], width: float, ceiling: float | None = None) -> float | None:
+def next_rate(cap, measured: list[float], width: float, ceiling: float | None = None,
+              used: list[float] | None = None) -> float | None:
     """Where to measure next for one capacity, or None when it is known well enough: past the ladder's end
     when every rate met the SLOs (not past a rate where the target saturated), below its start when the
-    lowest failed, else the geometric middle of the interval."""
+    lowest failed, else the geometric middle of the interval. ``used``: the rates the capacity rests on
+    (a lag-flagged stage is measured but not used: the search goes on from the ones that are)."""
+    base = used or measured
     if cap.estimate is None:
         if cap.ci_high is None and cap.ci_low is not None:  # met everywhere: look higher
-            r = max(measured) * EXTEND
-            return None if ceiling is not None and r >= ceiling else r
+            r = max(base) * EXTEND
+            if ceiling is not None and r >= ceiling:
+                r = math.sqrt(max(base) * ceiling)  # the saturated rate above: between the two
+            return r if all(abs(math.log(r / m)) >= math.log(1.03) for m in measured) else None
         if cap.ci_low is None and cap.ci_high is not None:  # failed at the lowest: look lower
-            return min(measured) / EXTEND ** 2
+            return min(base) / EXTEND ** 2
         return None
     if cap.ci_low is None or cap.ci_high is None:
         return None

@@ -107,8 +107,8 @@ class Dispatcher:
             self.due_ns = None
             if state.stop_new:
                 return
-            counts["planned"] += 1
             if state.window_closed and _now() - planned > COOLDOWN_BEHIND_NS:
+                counts["planned"] += 1
                 counts["skipped_late"] += 1
                 continue
             if slots is not None:
@@ -120,6 +120,7 @@ class Dispatcher:
                 if slots is not None:
                     slots.release()
                 return
+            counts["planned"] += 1  # planned = sent + skipped_late: what came due before the stage ended
             counts["sent"] += 1
             task = asyncio.create_task(self._one(req, f"{self.tag}-{next(seq)}", planned, inside))
             self.running.add(task)

@@ -33,7 +33,10 @@ def test_every_stage_is_open_loop_on_one_schedule(ladder):
     by = {}
     for s in doc["stages"]:
         ol = s["open_loop"]
-        assert ol["planned"] == ol["sent"] and ol["arrival"] == "poisson"
+        # what came due was sent, or skipped in a cool-down already a second behind (a saturated stage)
+        assert ol["planned"] == ol["sent"] + ol["skipped_late"] and ol["arrival"] == "poisson"
+        if s["rate"] < 30:
+            assert ol["skipped_late"] == 0
         by.setdefault(s["rate"], {})[s["target"]] = s
     for r in (3.0, 8.0):
         b, s = by[r]["baseline"], by[r]["spec"]
