@@ -74,7 +74,7 @@ class RampPlan:
         """How a ladder value is said: "C=10", "rate=2.5/s", "trace x2"."""
         if self.open is None:
             return f"C={value}"
-        return f"trace x{value:g}" if self.open.trace_times is not None else f"rate={value:g}/s"
+        return f"trace x{value:g}" if self.open.trace_times is not None else f"rate={value:.3g}/s"
 
     def stages(self) -> list[tuple[str, int, Target]]:
         """(workload, C, target) in the order they run (loadgen.run.order.stage_order): one server at a time
