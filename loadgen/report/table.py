@@ -43,9 +43,9 @@ def open_table(stages: list[dict]) -> str:
     head = ["target", "rate/s", "ended/s", "ok", "fail", "tok/s", "TTFT·plan p50", "TTFT·plan p99", "TPOT p50",
             "ITL p99", "E2E·plan p99", "lag p99", "server", "client"]
     rows = [head]
-    for d in stages:
+    sats = [saturation(d) for d in stages]  # each reads the stage's binned histograms: once
+    for d, sat in zip(stages, sats):
         ol = d.get("open_loop") or {}
-        sat = saturation(d)
         flag = "BOUND" if d["client"]["client_bound"] else "ok"
         if d.get("incomplete"):
             flag += " incomplete"
@@ -57,7 +57,7 @@ def open_table(stages: list[dict]) -> str:
             _f((ol.get("dispatch_lag_ms") or {}).get("p99"), 2), "SATURATED" if sat.saturated else "keeps up", flag,
         ])
     out = _layout(rows, stages)
-    sat_notes = [f"{d['target']} {where(d)}: saturated: {saturation(d).why}" for d in stages if saturation(d).saturated]
+    sat_notes = [f"{d['target']} {where(d)}: saturated: {s.why}" for d, s in zip(stages, sats) if s.saturated]
     return out + ("\n" + "\n".join(sat_notes) if sat_notes else "")
 
 
