@@ -34,6 +34,10 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
     p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     p.add_argument("--speculative-adaptive", action="store_true", help="speculation off at large batches")
+    p.add_argument("--faults", default=None, metavar="SPEC",
+                   help="inject faults, each a per-request probability seeded by --seed: reset=P, http503=P, "
+                        "http500=P, http429=P, error_event=P, malformed=P, stall=P:D, slow_headers=P:D, "
+                        "truncate=P, and die_after=N, hang_after=N (docs/simulator.md, Faults)")
     p.add_argument("--truth-file", type=Path, default=None, help="append per-request ground truth as JSONL")
     p.add_argument("--context-length", type=int, default=0)
     p.add_argument("--model-name", default="", help="served model name (default: the profile's)")
@@ -131,7 +135,10 @@ def run(args: argparse.Namespace) -> int:
         raise LoadgenError("--max-queued-requests must be >= 0")
     if args.max_running_requests < 0:
         raise LoadgenError("--max-running-requests must be >= 0")
+    from loadgen.sim.faults import parse as parse_faults
     from loadgen.sim.server import ServerConfig
+
+    faults = parse_faults(args.faults) if args.faults is not None else None
 
     cfg = ServerConfig(
         profile=prof,
@@ -145,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_flavour=args.metrics_flavour,
         adaptive=args.speculative_adaptive,
         truth_path=args.truth_file,
+        faults=faults,
         context_length=args.context_length,
         model_name=args.model_name,
         host=args.host,

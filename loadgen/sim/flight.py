@@ -26,3 +26,5 @@ class Flight:
     handler_done: bool = False
     last_emit_ns: int = 0
     first_emit_ns: int = 0
+    fault: str = ""
+    """A fault still to apply to this response (loadgen.sim.faults); '' once applied, or none."""

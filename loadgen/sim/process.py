@@ -35,10 +35,11 @@ class SimProcess:
         startup_timeout: float = 30.0,
         stream_shape: str = "step",
         metrics_flavour: str = "sglang",
+        faults: str | None = None,
     ) -> None:
         """``stream_shape``: "step" (SGLang's one event per step) or "burst" (llama.cpp's one event per
         token, a step's tokens written back to back); ``metrics_flavour``: "sglang" or "vllm", whose
-        names /metrics exports; see docs/simulator.md."""
+        names /metrics exports; ``faults``: a ``--faults`` spec (loadgen.sim.faults); see docs/simulator.md."""
         self.argv = [
             sys.executable, "-m", "loadgen", "sim",
             "--profile", str(profile), "--mode", mode, "--host", host, "--port", "0",
@@ -48,6 +49,11 @@ class SimProcess:
             self.argv += ["--stream-shape", stream_shape]
         if metrics_flavour != "sglang":
             self.argv += ["--metrics-flavour", metrics_flavour]
+        if faults:
+            from loadgen.sim.faults import parse
+
+            parse(faults)  # a bad spec is a one-line error here, not a child that exits
+            self.argv += ["--faults", faults]
         self.cpu = cpu
         self.startup_timeout = startup_timeout
         self.url = ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from loadgen.sim.faults import EARLY as EARLY_FAULTS
 from loadgen.sim.flight import Flight
 from loadgen.sim.scheduler import now_ns
 from loadgen.sim.validate import BadRequest, Job, SchemaError, parse_chat, parse_completions, parse_generate
@@ -40,7 +41,8 @@ class GenerationRoutes:
         stream = isinstance(body, dict) and body.get("stream") is True
         try:
             job = parse_generate(body)
-            fl = self._start(job, received)
+            fault = self._draw_fault(job.stream)
+            fl = None if fault in EARLY_FAULTS else self._start(job, received, fault=fault)
         except SchemaError as exc:
             return _json({"error": str(exc)}, 400)
         except ValueError as exc:
@@ -51,6 +53,8 @@ class GenerationRoutes:
             err = {"error": {"message": str(exc), "type": "invalid_request_error", "code": 400, "retryable": False}}
             await resp.write(_sse(err) + DONE)
             return resp
+        if fl is None:
+            return await self._early_fault(job, received, fault)
         try:
             if job.stream:
                 return await self._generate_stream(request, fl)
@@ -58,6 +62,8 @@ class GenerationRoutes:
             req = fl.req
             if req.abort_status is not None:
                 return _openai_error(req.abort_message or "", str(req.abort_status), req.abort_status)
+            if fl.fault and await self._before_headers(request, fl):
+                return web.Response()  # the connection is reset: nothing of this reaches the client
             n = req.produced
             fl.out.advance(n)
             body = {"text": fl.out.text, "output_ids": fl.out.ids(0, n), "meta_info": self._meta(fl, n, True)}
@@ -71,6 +77,8 @@ class GenerationRoutes:
 
     async def _generate_stream(self, request: web.Request, fl: Flight) -> web.StreamResponse:
         resp = web.StreamResponse(headers=SSE_HEADERS)
+        if fl.fault:
+            await self._before_headers(request, fl)
         await resp.prepare(request)  # headers at once, as SGLang's /generate does
         req, out = fl.req, fl.out
         incremental = self.cfg.incremental
@@ -80,6 +88,8 @@ class GenerationRoutes:
             n = req.produced
             if n == sent and not req.finished:
                 continue
+            if fl.fault and (sent or req.finished) and await self._midstream_fault(request, resp, fl):
+                return resp
             if self.burst:
                 # llama.cpp's shape: every token but the step's last its own event, written back to back
                 # (no await between the writes while the socket takes them)
@@ -129,8 +139,11 @@ class GenerationRoutes:
         job = await self._openai_job(request, parse)
         if isinstance(job, web.Response):
             return job
+        fault = self._draw_fault(job.stream)
+        if fault in EARLY_FAULTS:
+            return await self._early_fault(job, received, fault)
         try:
-            fl = self._start(job, received)
+            fl = self._start(job, received, fault=fault)
         except ValueError as exc:
             return _openai_error(str(exc), "BadRequestError", 400)
         try:
@@ -140,6 +153,8 @@ class GenerationRoutes:
             req = fl.req
             if req.abort_status is not None:
                 return _openai_error(req.abort_message or "", str(req.abort_status), req.abort_status)
+            if fl.fault and await self._before_headers(request, fl):
+                return web.Response()  # the connection is reset: nothing of this reaches the client
             resp = _json(self._openai_full(fl, chat))
             await resp.prepare(request)
             await resp.write_eof()
@@ -195,6 +210,8 @@ class GenerationRoutes:
         req, out, job = fl.req, fl.out, fl.job
         await req.wait_change(0)  # headers wait for the first token, as SGLang's handlers do
         resp = web.StreamResponse(headers=SSE_HEADERS)
+        if fl.fault:
+            await self._before_headers(request, fl)
         await resp.prepare(request)
         obj = "chat.completion.chunk" if chat else "text_completion"
         head = orjson.dumps({"id": req.rid, "object": obj, "created": fl.created, "model": job.model})[:-1]
@@ -224,6 +241,8 @@ class GenerationRoutes:
             n = req.produced
             if n == sent and not req.finished:
                 continue
+            if fl.fault and (sent or req.finished) and await self._midstream_fault(request, resp, fl):
+                return resp
             if self.burst:
                 # llama.cpp's shape: every token but the step's last its own event, written back to back
                 for m in range(sent + 1, n):

@@ -9,6 +9,10 @@ into the request's ground truth); the routes are in ``routes`` (generation) and 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import struct
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,17 +20,18 @@ from pathlib import Path
 
 from aiohttp import web
 
+from loadgen.sim.faults import DIE, HANG, HTTP_STATUS, FaultPlan, FaultSpec
 from loadgen.sim.requestplan import make_request
 from loadgen.sim.profiles import Profile
 from loadgen.sim.prom import Metrics
 from loadgen.sim.promvllm import VllmMetrics
 from loadgen.sim.scheduler import QueueFull, Scheduler, SchedulerConfig, SimRequest, now_ns
-from loadgen.sim.truth import TruthStore
+from loadgen.sim.truth import TruthRecord, TruthStore
 from loadgen.sim.admin import AdminRoutes
 from loadgen.sim.flight import Flight
 from loadgen.sim.routes import GenerationRoutes
 from loadgen.sim.validate import Job, check_context
-from loadgen.sim.wire import QUEUE_FULL, openai_error as _openai_error
+from loadgen.sim.wire import DONE, QUEUE_FULL, openai_error as _openai_error, sse as _sse
 
 STREAM_SHAPES = ("step", "burst")
 METRICS_FLAVOURS = ("sglang", "vllm")
@@ -58,6 +63,8 @@ class ServerConfig:
     metrics_flavour: str = "sglang"
     """Whose /metrics names: "sglang" (sglang: names, tokenizer-side counters moving when a request
     ends, POST /flush_cache) or "vllm" (vllm: names, counters moving per step, POST /reset_prefix_cache)."""
+    faults: FaultSpec | None = None
+    """Faults to inject (``--faults``, loadgen.sim.faults); None: none."""
 
 
 
@@ -88,6 +95,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
             adaptive=cfg.adaptive,
         )
         self.scheduler: Scheduler | None = None
+        self.faults = FaultPlan(cfg.faults, cfg.seed) if cfg.faults is not None else None
         self._counter = 0
         self.port = cfg.port
         """The bound port, set by whoever starts listening."""
@@ -150,8 +158,9 @@ class SimServer(GenerationRoutes, AdminRoutes):
 
     # ---- request life ------------------------------------------------------------------
 
-    def _start(self, job: Job, received: int, *, record: bool = True) -> Flight:
-        """Plan and submit; ValueError for what SGLang rejects before scheduling."""
+    def _start(self, job: Job, received: int, *, record: bool = True, fault: str = "") -> Flight:
+        """Plan and submit; ValueError for what SGLang rejects before scheduling. ``fault``: one to apply to
+        the response (loadgen.sim.faults), recorded in the request's truth."""
         rid = job.rid or uuid.uuid4().hex
         if rid in self.flights:
             raise ValueError(f"Duplicate request ID detected: {rid}")
@@ -168,7 +177,8 @@ class SimServer(GenerationRoutes, AdminRoutes):
             received_ns=received,
             record=record,
         )
-        fl = Flight(job=job, req=req, out=out, finish=finish, created=int(time.time()))
+        fl = Flight(job=job, req=req, out=out, finish=finish, created=int(time.time()), fault=fault)
+        req.truth.fault = fault
         self.flights[rid] = fl
         try:
             self.scheduler.submit(req)
@@ -189,6 +199,8 @@ class SimServer(GenerationRoutes, AdminRoutes):
     def _handler_done(self, fl: Flight) -> None:
         """Called in the handler's finally: a vanished client's request is aborted after a delay."""
         fl.handler_done = True
+        if fl.req.record:
+            self._answered()
         req = fl.req
         if req.finished:
             self._retire(fl)
@@ -272,6 +284,89 @@ class SimServer(GenerationRoutes, AdminRoutes):
             m.itl.observe((t - fl.last_emit_ns) / 1e9 / n_new, n_new)
         fl.last_emit_ns = t
 
+    # ---- faults (loadgen.sim.faults, docs/simulator.md "Faults") ------------------------
+
+    def _draw_fault(self, stream: bool) -> str:
+        return self.faults.draw(stream) if self.faults is not None else ""
+
+    async def _early_fault(self, job: Job, received: int, fault: str) -> web.StreamResponse:
+        """A fault that answers before any stream: an HTTP error status, or a hang that never answers."""
+        rec = TruthRecord(rid=job.rid or uuid.uuid4().hex, route=job.route, stream=job.stream, mode=self.cfg.mode,
+                          received_ns=received, prompt_tokens=job.prompt_tokens, prompt_kind="", accept_p=0.0,
+                          finish_reason=HANG if fault == HANG else "error", fault=fault)
+        if fault == HANG:
+            self.truth.add(rec)
+            await asyncio.Event().wait()  # accepted, never answered (until the client goes away)
+        status = HTTP_STATUS[fault]
+        message, kind = {
+            503: ("Service Unavailable: the server is overloaded (injected fault)", "ServiceUnavailableError"),
+            500: ("Internal server error (injected fault)", "InternalServerError"),
+            429: ("Too many requests: rate limit exceeded (injected fault)", "RateLimitError"),
+        }[status]
+        rec.finished_ns = now_ns()
+        self.truth.add(rec)
+        self._answered()
+        return _openai_error(message, kind, status)
+
+    async def _before_headers(self, request: web.Request, fl: Flight) -> bool:
+        """slow_headers waits here; a non-streamed reset cuts the connection here (True: return now)."""
+        if fl.fault == "slow_headers":
+            fl.fault = ""
+            await asyncio.sleep(self.faults.spec.duration("slow_headers"))
+        elif fl.fault == "reset" and not fl.job.stream:
+            fl.fault = ""
+            self._fault_abort(fl, "reset")
+            _reset(request)
+            return True
+        return False
+
+    async def _midstream_fault(self, request: web.Request, resp: web.StreamResponse, fl: Flight) -> bool:
+        """Apply the flight's fault before the next event is written; True: the stream ends here."""
+        kind, fl.fault = fl.fault, ""
+        if kind == "stall":
+            await asyncio.sleep(self.faults.spec.duration("stall"))
+            return False
+        if kind == "malformed":
+            await resp.write(MALFORMED)
+            return False
+        self._fault_abort(fl, kind)
+        if kind == "reset":
+            _reset(request)
+        elif kind == "error_event":
+            err = {"error": {"object": "error", "message": "Internal server error: the engine failed mid-stream "
+                             "(injected fault)", "type": "InternalServerError", "param": None, "code": 500}}
+            await resp.write(_sse(err) + DONE)
+        return True  # truncate: the stream ends with neither a finish reason nor [DONE]
+
+    def _fault_abort(self, fl: Flight, kind: str) -> None:
+        if not fl.req.finished and self.scheduler is not None:
+            self.scheduler.abort(fl.req, f"injected fault: {kind}")
+
+    def _answered(self) -> None:
+        if self.faults is not None and self.faults.answer():
+            # after this response's last bytes are out: the handler's finally runs before aiohttp writes the
+            # end of its body, in the same step of this task; nothing else runs before the exit
+            asyncio.get_running_loop().call_soon(self._die)
+
+    def _die(self) -> None:
+        """die_after: record every request still in flight (cut by the exit: fault ``die``) and exit at once."""
+        now = now_ns()
+        for fl in list(self.flights.values()):
+            req, t = fl.req, fl.req.truth
+            if not req.record:
+                continue
+            if not fl.handler_done:
+                t.fault, t.finish_reason = DIE, "abort"
+            else:
+                t.finish_reason = "abort" if req.abort_message else fl.finish.type
+            t.finished_ns = t.finished_ns or now
+            t.completion_tokens = req.produced
+            self.truth.add(t)
+        self.truth.close()
+        print(f"loadgen sim: die_after={self.faults.spec.die_after}: exiting after "
+              f"{self.faults.answered} answered requests", file=sys.stderr, flush=True)
+        os._exit(3)
+
     # ---- shared pieces -----------------------------------------------------------------
 
     def _finish_reason(self, fl: Flight) -> dict | None:
@@ -345,3 +440,20 @@ class SimServer(GenerationRoutes, AdminRoutes):
             "spec_cap_lens_histogram": [],
         }
 
+
+MALFORMED = b'data: {"text": "an event cut off mid-JSON (injected fault)\n\n'
+"""The malformed fault's SSE event: a data line that is not JSON."""
+
+
+def _reset(request: web.Request) -> None:
+    """Cut the connection with a TCP reset (SO_LINGER 0, then close): what a crashed server or proxy does."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except (OSError, AttributeError):
+            pass
+    transport.abort()

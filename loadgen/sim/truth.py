@@ -41,7 +41,9 @@ class TruthRecord:
     accepted_drafts: int = 0
     proposed_drafts: int = 0
     finish_reason: str = ""
-    """stop, length or abort."""
+    """stop, length or abort (``error``, ``hang`` for a fault answered before any stream, see ``fault``)."""
+    fault: str = ""
+    """The fault injected into this request (``loadgen sim --faults``, loadgen.sim.faults), or ''."""
 
     def as_dict(self) -> dict:
         return {
@@ -64,6 +66,7 @@ class TruthRecord:
             "prompt_kind": self.prompt_kind,
             "accept_p": self.accept_p,
             "finish_reason": self.finish_reason,
+            "fault": self.fault,
         }
 
 
