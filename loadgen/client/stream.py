@@ -229,6 +229,10 @@ class StreamClient:
             rec.fail("bad_event", f"event is not JSON: {exc}")
         except OSError as exc:
             rec.fail("os_error", str(exc))
+        except Exception as exc:  # noqa: BLE001 - e.g. an event whose shape an adapter cannot read
+            # A failure no class above names is still a counted failure with its first message, never a
+            # traceback that ends the user and loses the request (the stage would go on one user short).
+            rec.fail("unknown", f"{type(exc).__name__}: {exc}")
         finally:
             self.inflight.pop(rid, None)
             if not rec.end_ns:

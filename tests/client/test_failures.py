@@ -59,7 +59,10 @@ def make_app():
     async def garbage(request):
         return await sse(request, [b"data: {not json\n\n"])
 
-    for path, h in [("/ok", ok), ("/http400", http_400), ("/notsse", not_sse), ("/errev", error_event),
+    async def odd_shape(request):  # an event the adapter cannot read: a count that is not a number
+        return await sse(request, [EV, b'data: {"text":"ab","meta_info":{"id":"x","completion_tokens":"two"}}\n\n'])
+
+    for path, h in [("/odd", odd_shape), ("/ok", ok), ("/http400", http_400), ("/notsse", not_sse), ("/errev", error_event),
                     ("/stall", stall), ("/dies", dies), ("/trunc", truncated), ("/garbage", garbage)]:
         app.router.add_post(path + "/generate", h)
     return app
@@ -92,6 +95,7 @@ def server_url():
     ("/dies", "disconnected", ""),
     ("/trunc", "truncated", "without a finish"),
     ("/garbage", "bad_event", "not JSON"),
+    ("/odd", "unknown", "ValueError: invalid literal for int()"),
 ])
 def test_each_failure_is_classified(server_url, route, cls, words):
     loop, url = server_url
