@@ -32,7 +32,7 @@ RANK = {
     "cli": 11,
     "locust": 11,
 }
-TOP_LEVEL = {"__init__", "errors", "request", "record", "histograms"}
+TOP_LEVEL = {"__init__", "errors", "request", "record", "histograms", "redact"}
 # The package's entry point (`python -m loadgen`) and the deprecated import path for plugins.
 FACE = {"__main__", "workload"}
 
