@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 
 # subcommand -> (module, one-line help). Each module has register(parser) and run(args) -> int.
@@ -39,13 +40,17 @@ def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # What a command prints (argparse's errors included) goes out with its secrets masked (loadgen/redact.py);
+    # a caller's own streams are given back, a process's stay masked to its end (a traceback included).
+    in_process = argv is not None
     argv = sys.argv[1:] if argv is None else argv
-    parser, module = _parser(argv)
-    args = parser.parse_args(argv)
-    if module is None:
-        parser.print_help()
-        return 2
+    streams = redact.guard_streams()
     try:
+        parser, module = _parser(argv)
+        args = parser.parse_args(argv)
+        if module is None:
+            parser.print_help()
+            return 2
         return int(module.run(args) or 0)
     except LoadgenError as exc:
         print(f"loadgen: error: {exc}", file=sys.stderr)
@@ -53,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("loadgen: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if in_process:
+            redact.unguard_streams(streams)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from loadgen import redact
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.compare import analyze_run
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
@@ -297,7 +298,7 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
         # the prompt seed is the run's (a Locust ramp's simulator block carries the simulator's own seed)
         _simulator_truth(res, sim, doc["run"].get("seed", sim["seed"]))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "crossover.json").write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2))
+    (out / "crossover.json").write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
     print(crossover_tables(res))
     if not args.no_report:
         try:

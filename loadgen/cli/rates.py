@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 
+from loadgen import redact
 from loadgen.analysis.compare import configurations
 from loadgen.analysis.rates import RATE_METRICS, RateAnalysis, parse_slos, rate_analysis
 from loadgen.run.ramp import RampPlan, run_ramp
@@ -113,7 +114,7 @@ def report(doc: dict, out: Path, args) -> int:
         if add_truth is not None:
             add_truth(d, sim, doc)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "rates.json").write_bytes(orjson.dumps(d, option=orjson.OPT_INDENT_2))
+    (out / "rates.json").write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
     print(tables(d))
     if not getattr(args, "no_report", False):
         from loadgen.report.html import render

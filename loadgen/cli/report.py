@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from loadgen import __version__
+from loadgen import __version__, redact
 from loadgen.analysis.compare import BY_NAME as METRICS
 from loadgen.analysis.compare import roles
 from loadgen.errors import LoadgenError
@@ -135,7 +135,7 @@ def _check_targets(doc: dict, where: str) -> tuple[str, str]:
 
 def _write_json(path: Path, doc: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    tmp.write_bytes(orjson.dumps(redact.document(doc), option=orjson.OPT_INDENT_2))
     tmp.replace(path)
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import orjson
 
+from loadgen import redact
 from loadgen.run.order import stage_order
 from loadgen.run.results import ResultsWriter
 from loadgen.stage.result import StageAccumulator, StageResult
@@ -347,7 +348,7 @@ class Conductor:
             folder.mkdir(parents=True, exist_ok=True)
             safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in w)
             name = f"{self.writer.path.stem}-s{cur.plan.index:02d}-{cur.plan.label}-c{cur.plan.concurrency}-{safe}.json"
-            (folder / name).write_bytes(orjson.dumps(item))
+            (folder / name).write_bytes(orjson.dumps(redact.document(item)))
 
     def _check_lost(self) -> None:
         cur = self.cur

@@ -22,6 +22,7 @@ import os
 import sys
 from contextlib import ExitStack
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 
 from loadgen.settings import config as cfgmod
@@ -231,6 +232,9 @@ def install(events=None) -> None:
     """Register the ramp's listeners (idempotent)."""
     if _state["installed"]:
         return
+    # Locust's own terminal and log output (its handlers are made after the locustfile loads) and ours,
+    # secrets masked (loadgen/redact.py)
+    redact.guard_streams()
     if events is None:
         from locust import events
     events.init_command_line_parser.add_listener(add_options)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from locust import User, constant, task
 
+from loadgen import redact
 from loadgen.record import RequestRecord
 
 
@@ -49,7 +50,8 @@ def report(events, rec: RequestRecord, request_type: str) -> None:
     if rec.error_class == "cancelled":
         return
     e2e_ms = (rec.end_ns - rec.t0_ns) / 1e6 if rec.end_ns else 0.0
-    exc = None if rec.ok else LLMRequestFailed(f"{rec.error_class}: {rec.error_message or ''}".strip())
+    # Locust shows and writes its failures (UI, --csv, --html): a message naming a URL is masked (loadgen/redact.py)
+    exc = None if rec.ok else LLMRequestFailed(redact.text(f"{rec.error_class}: {rec.error_message or ''}".strip()))
     ttft = rec.ttft_ns
     events.request.fire(
         request_type=request_type,

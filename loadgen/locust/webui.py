@@ -25,6 +25,8 @@ from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
+from loadgen import redact
+
 STATIC = Path(__file__).parent / "static"
 TAB_KEY = "loadgen"
 
@@ -112,7 +114,7 @@ def install(environment, conductor) -> None:
     bp = Blueprint("loadgen", __name__, url_prefix=f"{base}/loadgen")
 
     def status() -> dict:
-        return with_views(conductor.status())
+        return redact.document(with_views(conductor.status()))
 
     @bp.route("/")
     def page():

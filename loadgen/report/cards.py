@@ -13,6 +13,7 @@ from html import escape
 
 import orjson
 
+from loadgen import redact
 from loadgen.report.inputs import Slice, max_running, servers
 from loadgen.report.palette import labels_of, palette, swatch
 from loadgen.report.templates import fragment
@@ -157,5 +158,5 @@ def run_card(doc: dict, res: dict) -> str:
     if run.get("argv"):
         facts.append(("command", "loadgen " + " ".join(map(str, run["argv"]))))
     dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts)
-    raw = escape(orjson.dumps(srv, option=orjson.OPT_INDENT_2).decode()) if srv else "none recorded"
+    raw = escape(orjson.dumps(redact.document(srv), option=orjson.OPT_INDENT_2).decode()) if srv else "none recorded"
     return fragment("run-card.html").format(rows="".join(rows), dl=dl, raw=raw)

@@ -13,6 +13,7 @@ import math
 from html import escape
 from pathlib import Path
 
+from loadgen import redact
 from loadgen.analysis import stats
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME as HIST_METRICS
@@ -277,7 +278,7 @@ def write_page(out: Path, html: str, charts, png: bool = True, pngs=None) -> Pat
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
+    tmp.write_text(redact.text(html), encoding="utf-8")
     tmp.replace(path)
     if png:
         try:

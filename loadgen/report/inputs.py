@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 
 PRIMARY = "output_tokens_per_s"
@@ -72,7 +73,7 @@ def analysis(out_dir: Path, doc: dict, *, confidence: float | None = None, force
     except ValueError as exc:
         raise LoadgenError(f"{run_path}: cannot analyse: {exc}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2))
+    path.write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
     return res
 
 

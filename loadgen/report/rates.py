@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from loadgen import __version__
+from loadgen import __version__, redact
 from loadgen.errors import LoadgenError
 from loadgen.analysis.rates import SloTerm, fmt_rate, parse_slos, rate_analysis
 from loadgen.report.cards import run_card, wall_time
@@ -92,7 +92,7 @@ def rate_results(out: Path, doc: dict, *, confidence: float | None = None, force
     d = rate_analysis(doc, labels, confidence=conf, slos=slos, seed=doc.get("run", {}).get("seed", 0)).to_dict()
     out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(d, option=orjson.OPT_INDENT_2))
+    tmp.write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
     tmp.replace(path)
     return d
 

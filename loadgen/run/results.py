@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from loadgen import __version__
+from loadgen import __version__, redact
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, REGISTRY
@@ -84,8 +84,10 @@ class ResultsWriter:
         return {"schema": RUN_SCHEMA, "run": self.run, "stages": self.stages}
 
     def _flush(self) -> None:
-        _atomic_write(self.path, orjson.dumps(self.doc(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-        _atomic_write(self.path.with_suffix(".csv"), csv_text(self.stages).encode())
+        # secrets (header values, URL credentials) masked as written (loadgen/redact.py); the live document keeps them
+        doc = redact.document(self.doc())
+        _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        _atomic_write(self.path.with_suffix(".csv"), csv_text(doc["stages"]).encode())
 
     def _append_hlog(self, d: dict) -> None:
         start = (d["window"]["start_ns"] - self._t0_ns) / 1e9
@@ -98,7 +100,7 @@ class ResultsWriter:
                 continue
             where = f"r{d['rate']:g}" if d.get("rate") is not None else f"c{d['concurrency']}"
             tag = f"{d['target']}/{where}/s{d['stage_index']}/{name}"
-            lines.append(f"Tag={tag},{start:.3f},{length:.3f},{h.h.get_max_value() / 1000:.3f},{text}\n")
+            lines.append(f"Tag={redact.text(tag)},{start:.3f},{length:.3f},{h.h.get_max_value() / 1000:.3f},{text}\n")
         with open(self.hlog_path, "a") as f:
             f.writelines(lines)
 
@@ -119,7 +121,7 @@ def csv_text(stages: list[dict]) -> str:
             row += [m.get(metric, {}).get(stat, "") for metric, stat, _ in CSV_METRIC_COLUMNS]
             row += [d["client"]["client_bound"], d.get("rate", "")]
             w.writerow(row)
-    return buf.getvalue()
+    return redact.text(buf.getvalue())
 
 
 def load(path: str | Path) -> dict:
