@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 from loadgen.client.protocols import PROTOCOLS, Protocol, get_protocol
 
@@ -20,9 +21,12 @@ class Target:
     """Ask for SGLang's sglext.spec_tokens_details on OpenAI routes (SGLang-only field)."""
 
     def __post_init__(self) -> None:
+        # sent as given, written masked (loadgen/redact.py): header values and a URL's password
+        redact.remember_headers(self.headers)
+        redact.remember_url(self.url)
         parsed = urlparse(self.url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise LoadgenError(f"target {self.label!r}: url {self.url!r} is not an http(s) URL")
+            raise LoadgenError(f"target {self.label!r}: url {redact.url(self.url)!r} is not an http(s) URL")
         if self.protocol not in PROTOCOLS:
             raise LoadgenError(
                 f"target {self.label!r}: unknown protocol {self.protocol!r}; known: {', '.join(PROTOCOLS)}"

@@ -9,8 +9,9 @@ Locust master, never on the client's event loop.
 
 from __future__ import annotations
 
+import base64
 import http.client
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 
 def call(base_url: str, method: str, path: str, *, timeout_s: float, headers: dict | None = None,
@@ -18,9 +19,14 @@ def call(base_url: str, method: str, path: str, *, timeout_s: float, headers: di
     parts = urlsplit(base_url)
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
+    hdrs = dict(headers or {})
+    if parts.username is not None and not any(k.lower() == "authorization" for k in hdrs):
+        # a URL's user:password@ as the client's aiohttp sends it: basic auth
+        userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        hdrs["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
     try:
         conn.request(method, parts.path.rstrip("/") + path, body=b"" if method == "POST" else None,
-                     headers=dict(headers or {}))
+                     headers=hdrs)
         r = conn.getresponse()
         return r.status, r.getheader("Content-Type", "") or "", r.read(max_bytes + 1)
     finally:

@@ -12,7 +12,7 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
                  connect_timeout, read_timeout, loop, server_metrics_interval,
                  reset_cache, keep_parts
     [slo]        ttft_ms, itl_ms, tpot_ms, e2e_ms (one key per metric with an SLO)
-    [targets.X]  url, protocol, model, headers, spec_details, adaptive   (any number: the first
+    [targets.X]  url, protocol, model, headers, api_key, spec_details, adaptive   (any number: the first
                  is the reference, the others candidates; stages rotate in file order)
                  start, health, stop_signal, startup_timeout (loadgen crossover: a command
                  that starts the server, run one target at a time)
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 from loadgen.metrics import SLO_METRICS
 from loadgen.client.protocols import PROTOCOLS
@@ -293,7 +294,7 @@ class _Checker:
 # The [run] and [simulator] keys are the knobs' (settings/knobs.py), in their order there.
 RUN_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("run"))
 SLO_KEYS = tuple(m.slo_key for m in SLO_METRICS)  # the metrics registry says which metrics take an SLO
-TARGET_KEYS = ("url", "protocol", "model", "headers", "spec_details", "start", "health", "stop_signal",
+TARGET_KEYS = ("url", "protocol", "model", "headers", "api_key", "spec_details", "start", "health", "stop_signal",
                "startup_timeout", "adaptive")
 SIM_KEYS = tuple(k.toml.split(".", 1)[1] for _, k in K.toml_knobs("simulator"))
 TOP_KEYS = ("run", "slo", "targets", "simulator", "tool")
@@ -352,6 +353,13 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
         if "headers" in t:
             h = c.table(f"{key}.headers", t["headers"])
             tc.headers = {k: c.string(f"{key}.headers.{k}", v) for k, v in h.items()}
+        if "api_key" in t:  # sent as "Authorization: Bearer KEY" (an OpenAI-compatible server's --api-key)
+            api_key = c.string(f"{key}.api_key", t["api_key"])
+            if not any(k.lower() == "authorization" for k in tc.headers):
+                tc.headers["Authorization"] = f"Bearer {api_key}"
+            redact.remember(api_key)
+        redact.remember_headers(tc.headers)  # sent, never written (loadgen/redact.py)
+        redact.remember_url(url)
         if "spec_details" in t:
             tc.spec_details = c.boolean(f"{key}.spec_details", t["spec_details"])
         if "start" in t:

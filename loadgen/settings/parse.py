@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 from loadgen.metrics import SLO_METRICS
 from loadgen.stage.result import Slo
@@ -85,6 +86,7 @@ def headers(items: list[str] | None) -> dict:
         if not sep or not key.strip():
             raise LoadgenError(f"--header: {item!r} is not 'Name: value'")
         out[key.strip()] = value.strip()
+    redact.remember_headers(out)  # sent, never written (loadgen/redact.py)
     return out
 
 
