@@ -19,6 +19,7 @@ the terminal (:func:`guard_streams`) — passes through here.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from typing import Any
@@ -160,9 +161,32 @@ class _Guarded:
         return getattr(self._inner, name)
 
 
+def _guard_logging() -> None:
+    """Every log record's message masked as it is made, whatever handler writes it (a log file included)."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "redacting", False):
+        return
+
+    def masked_record(*args, **kwargs):
+        rec = make(*args, **kwargs)
+        try:
+            msg = rec.getMessage()
+        except Exception:  # a bad format is the handler's to report, as it would without us
+            return rec
+        clean = text(msg)
+        if clean != msg:
+            rec.msg, rec.args = clean, None
+        return rec
+
+    masked_record.redacting = True
+    logging.setLogRecordFactory(masked_record)
+
+
 def guard_streams() -> tuple:
-    """Mask what is printed from now on (``sys.stdout`` and ``sys.stderr`` wrapped, once): terminal output and
-    log handlers created afterwards. Returns the streams as they were, for :func:`unguard_streams`."""
+    """Mask what is printed and logged from now on: ``sys.stdout`` and ``sys.stderr`` wrapped (once), so
+    terminal output and log handlers created afterwards, and every log record's message (a log file's too).
+    Returns the streams as they were, for :func:`unguard_streams`."""
+    _guard_logging()
     before = (sys.stdout, sys.stderr)
     if not isinstance(sys.stdout, _Guarded) and sys.stdout is not None:
         sys.stdout = _Guarded(sys.stdout)

@@ -211,7 +211,8 @@ def test_locust_ramp_from_a_config_then_report(servers, tmp_path):
     work = tmp_path / "work"  # everything written: Locust's own --csv and --html files, the ramp, the report
     work.mkdir()
     p = run([sys.executable, "-m", "locust", "-f", str(ROOT / "scenarios" / "ramp.py"), "--headless",
-             "--config", str(cfg), *FAST, "--csv", str(work / "locust"), "--html", str(work / "locust.html")],
+             "--config", str(cfg), *FAST, "--csv", str(work / "locust"), "--html", str(work / "locust.html"),
+             "--logfile", str(work / "locust.log")],
             cwd=work)
     ramp = work / "results" / "ramp"
     doc = json.loads((ramp / "ramp.json").read_text())
@@ -225,7 +226,7 @@ def test_locust_ramp_from_a_config_then_report(servers, tmp_path):
     r = loadgen("report", str(work / "analysed"), cwd=work)
     files = assert_nothing_written(work, [p, x, r])
     names = {f.name for f in files}
-    assert {"ramp.json", "ramp.csv", "ramp.hlog", "locust.html", "report.html", "crossover.json"} <= names
+    assert {"ramp.json", "ramp.csv", "ramp.hlog", "locust.html", "locust.log", "report.html", "crossover.json"} <= names
 
 
 def test_what_is_masked_and_what_is_kept():
@@ -248,3 +249,18 @@ def test_what_is_masked_and_what_is_kept():
         "128", "exact", "gpt2", 7]
     assert out["notes"] == ["the key *** leaked", "mail me at someone@example.com"]
     assert doc["run"]["targets"][0]["url"] == "http://a:b@h:1/p"  # the live document is left as it is
+
+
+def test_log_records_are_masked_whatever_writes_them(tmp_path):
+    import logging
+
+    redact.guard_streams()  # idempotent; installs the log record factory
+    log = logging.getLogger("loadgen.test_secrets")
+    handler = logging.FileHandler(tmp_path / "x.log")
+    log.addHandler(handler)
+    try:
+        log.warning("cannot reach %s", "http://user:pw-unit@h:1/v1")
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    assert (tmp_path / "x.log").read_text() == "cannot reach http://***@h:1/v1\n"
