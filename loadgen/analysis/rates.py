@@ -210,6 +210,14 @@ def _workloads(s: dict) -> list[str]:
     return sorted(s.get("workloads", {})) or ["all"]
 
 
+def _why_left_out(s: dict) -> str:
+    if not (s.get("open_loop") or {}).get("lag_flagged"):
+        return "its window did not run whole"
+    sat = saturation(s)
+    return "its dispatch lag was flagged (the schedule was not kept)" + (
+        "; the server saturated all the same, which bounds its capacity" if sat.saturated and sat.servers else "")
+
+
 def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slos: list[SloTerm] = (),
                   margin: float = 0.01, seed: int = 0) -> RateAnalysis:
     ref, cands = labels[0], labels[1:]
@@ -222,9 +230,7 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
                                                                           if p.target in labels else 99, p.rate))
         out.saturation[wl] = {t: _saturates(t, [p for p in out.points[wl] if p.target == t]) for t in labels}
         usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")]
-        out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]),
-                             "why": "its dispatch lag was flagged (the schedule was not kept)"
-                             if (s.get("open_loop") or {}).get("lag_flagged") else "its window did not run whole"}
+        out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s)}
                             for s in mine if s not in usable]
         for cand in cands:
             per = {}
@@ -250,7 +256,12 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
                              "sentence": rate_sentence(m.label, a, ref, cand)}
             out.metrics.setdefault(wl, {})[cand] = per
         if slos:
-            caps = {t: capacity(t, [s for s in usable if s["target"] == t], wl, slos, confidence, seed)
+            # a lag-flagged stage that saturated all the same is evidence too: its client offered less than
+            # planned and the server still fell behind (a CI run lost the 30 req/s stage that bounded baseline's
+            # capacity this way, and said only "above 12")
+            held = usable + [s for s in mine if s not in usable and window_whole(s)
+                             and (sat := saturation(s)).saturated and sat.servers]
+            caps = {t: capacity(t, [s for s in held if s["target"] == t], wl, slos, confidence, seed)
                     for t in labels}
             caps = {t: c for t, c in caps.items() if c is not None}
             out.capacity[wl] = caps
@@ -354,9 +365,10 @@ def _pct(parts: list[tuple[np.ndarray, np.ndarray]], p: float) -> float | None:
 def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int) -> list[dict]:
     """Per SLO, the stage's log(value / limit) with a block-bootstrap band at ``level``; [] without samples."""
     rate = float(s["rate"])
-    if saturation(s).saturated:
+    sat = saturation(s)
+    if sat.saturated:
         return [{"rate": rate, "margin": math.inf, "low": math.inf, "high": math.inf, "slo": t.text,
-                 "worst": "saturated"} for t in slos]
+                 "worst": "saturated", "ceiling": sat.ceiling_per_s} for t in slos]
     tl = (s.get("workloads", {}).get(wl) or s)["timeline"]
     per = {t: _bins(tl, t.metric) for t in slos}
     if any(not b for b in per.values()):
@@ -390,10 +402,18 @@ def _crossing(rows: list[dict], key: str) -> tuple[float | None, str]:
     for a, b in zip(rows, rows[1:]):
         if a[key] <= 0 < b[key]:
             if math.isinf(b[key]):
-                return math.sqrt(a["rate"] * b["rate"]), "between"
+                return math.sqrt(a["rate"] * _top(a, b)), "between"
             f = -a[key] / (b[key] - a[key])
             return math.exp(math.log(a["rate"]) + f * (math.log(b["rate"]) - math.log(a["rate"]))), "crossed"
     return None, "above"
+
+
+def _top(a: dict, b: dict) -> float:
+    """Where the capacity can lie up to, between a stage that met the SLOs (``a``) and a saturated one above it
+    (``b``): its rate, or lower, what that server ended per second at most (the search's 30 req/s stage ended
+    19.5 of them: the capacity in between is no higher than that)."""
+    ceiling = b.get("ceiling")
+    return b["rate"] if ceiling is None else min(b["rate"], max(a["rate"], ceiling))
 
 
 def _one(rows: list[dict]) -> tuple[float | None, float | None, float | None, str]:
@@ -409,9 +429,9 @@ def _one(rows: list[dict]) -> tuple[float | None, float | None, float | None, st
     lo = lo if lo is not None else lowest
     hi = hi if hi is not None else highest
     if how == "between":
-        a = max(r["rate"] for r in rows if r["rate"] < est)
-        b = min(r["rate"] for r in rows if r["rate"] > est)
-        lo, hi = min(lo, a), b  # the stage above saturated: anywhere up to it
+        a = max((r for r in rows if r["rate"] < est), key=lambda r: r["rate"])
+        b = min((r for r in rows if r["rate"] > est), key=lambda r: r["rate"])
+        lo, hi = min(lo, a["rate"]), _top(a, b)  # the stage above saturated: anywhere up to it (or its ceiling)
     return est, min(lo, est), max(hi, est), how
 
 

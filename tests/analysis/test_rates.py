@@ -9,7 +9,7 @@ import random
 import pytest
 
 from loadgen.analysis.crossover import StageSamples, analyze
-from loadgen.analysis.rates import _crossing, capacity_sentence, Capacity, parse_slos, SloTerm
+from loadgen.analysis.rates import _crossing, _one, capacity_sentence, Capacity, parse_slos, SloTerm
 from loadgen.errors import LoadgenError
 from loadgen.stage.saturation import saturation
 
@@ -67,12 +67,30 @@ def test_saturation_signs():
     assert cut.saturated and "cool-down" in cut.why
 
 
+def test_a_late_client_does_not_make_a_saturation_its_own():
+    lag = lambda ms: {"rate": 10.0, "dispatch_lag_ms": {"max": ms}, "lag_flagged": True}
+    # 50 of 200 requests behind: 5 s of arrivals at 10 req/s; a 30 ms lag cannot explain that, a 2 s one could
+    server = saturation(_stage(ended_in_window={"requests": 150}, open_loop=lag(30.0)))
+    assert server.saturated and server.servers
+    client = saturation(_stage(ended_in_window={"requests": 150}, open_loop=lag(2000.0)))
+    assert client.saturated and not client.servers
+    # what a saturated server ended bounds what it can carry from above: 150 in 20 s, plus two standard errors
+    assert server.ceiling_per_s == pytest.approx(7.5 * (1 + 2 / math.sqrt(150)))
+    assert saturation(_stage()).ceiling_per_s is None
+
+
 def test_capacity_crossing_on_log_rate():
     rows = [{"rate": 4.0, "margin": -1.0}, {"rate": 16.0, "margin": 1.0}]
     est, how = _crossing(rows, "margin")
     assert how == "crossed" and est == pytest.approx(8.0)
     est, how = _crossing([{"rate": 4.0, "margin": -1.0}, {"rate": 16.0, "margin": math.inf}], "margin")
     assert how == "between" and est == pytest.approx(8.0)
+    # the saturated stage above ended 9 req/s at most: the capacity lies between 4 and 9, not 4 and 16
+    est, how = _crossing([{"rate": 4.0, "margin": -1.0}, {"rate": 16.0, "margin": math.inf, "ceiling": 9.0}], "margin")
+    assert how == "between" and est == pytest.approx(6.0)
+    rows = [{"rate": 4.0, "margin": -1.0, "low": -1.2, "high": -0.8},
+            {"rate": 16.0, "margin": math.inf, "low": math.inf, "high": math.inf, "ceiling": 9.0}]
+    assert _one(rows) == (pytest.approx(6.0), 4.0, 9.0, "between")
     assert _crossing([{"rate": 4.0, "margin": 0.5}], "margin") == (None, "below")
     assert _crossing([{"rate": 4.0, "margin": -0.5}], "margin") == (None, "above")
 
