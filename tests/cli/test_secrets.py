@@ -203,6 +203,25 @@ def test_loadgen_crossover_from_a_config_then_report(servers, tmp_path):
     assert {f.name for f in files} >= {"run.json", "run.csv", "run.hlog", "crossover.json", "report.html"}
 
 
+def test_open_loop_crossover_with_a_header_and_url_credentials_then_report(servers, tmp_path):
+    """Rates, not concurrencies: rates.json and its page go through the same masking."""
+    pb, ps = servers
+    pb.seen.clear()
+    ps.seen.clear()
+    out = tmp_path / "rates"
+    p = loadgen("crossover", "--baseline-url", pb.url(f"user:{URL_PASSWORD}"), "--spec-url", ps.url(),
+                "--header", f"X-Api-Key: {HEADER_KEY}", "--rate", "5", "--duration", "2s",
+                "--warmup", "0.5s", "--out", str(out), cwd=tmp_path)
+    doc = json.loads((out / "run.json").read_text())
+    assert all(n > 0 for n in completed(doc)) and "X-Api-Key: ***" in doc["run"]["argv"]
+    base, spec = pb.generate_headers(), ps.generate_headers()
+    assert base and spec and all(h.get("X-Api-Key") == HEADER_KEY for h in base + spec)
+    assert all(h.get("Authorization") == basic("user", URL_PASSWORD) for h in base)
+    r = loadgen("report", str(out), cwd=tmp_path)
+    files = assert_nothing_written(out, [p, r])
+    assert {f.name for f in files} >= {"run.json", "run.csv", "run.hlog", "rates.json", "report.html"}
+
+
 def test_locust_ramp_from_a_config_then_report(servers, tmp_path):
     pb, ps = servers
     pb.seen.clear()
