@@ -10,7 +10,8 @@ replaced by ``***``:
   ``authorization``, ``cookie``, … — :func:`is_secret_key`, case-insensitive, ``_``/``-`` ignored);
 - a URL's ``user:password@`` (``http://***@host:port/path``: scheme, host, port and path stay);
 - anywhere in any text, a value seen as a secret in this process (:func:`remember`: the targets'
-  header values and URL passwords, a TOML credential's value), so an echo of one is caught too.
+  credential headers' values (:func:`secret_header`) and URL passwords, a TOML ``api_key``), so an
+  echo of one is caught too.
 
 The values themselves stay where they are used (``Target.headers``, ``Target.url``): only what is
 serialized — run.json/.csv/.hlog, crossover.json, rates.json, report.html, the Locust UI's JSON,
@@ -58,8 +59,20 @@ def remember(*values: Any) -> None:
                 _known.add(last)
 
 
+def secret_header(name: Any) -> bool:
+    """A header whose value is a credential (``Authorization``, ``X-Api-Key``, ``Cookie``, ``X-Auth-Token``,
+    ``Ocp-Apim-Subscription-Key``…): its value is also searched for in free text. Every header's value is
+    masked where headers are written (``--header`` in argv, a ``headers`` table); a plain one's
+    (``Accept: application/json``, ``X-Model: default``) is not hunted in other text, where it would
+    mask ordinary words."""
+    if not isinstance(name, str):
+        return False
+    norm = re.sub(r"[^a-z0-9]", "", name.lower())
+    return is_secret_key(name) or norm.endswith("key") or "auth" in norm
+
+
 def remember_headers(headers: dict | None) -> None:
-    remember(*(headers or {}).values())
+    remember(*(v for k, v in (headers or {}).items() if secret_header(k)))
 
 
 def remember_url(url: Any) -> None:

@@ -268,6 +268,10 @@ def test_what_is_masked_and_what_is_kept():
         "128", "exact", "gpt2", 7]
     assert out["notes"] == ["the key *** leaked", "mail me at someone@example.com"]
     assert doc["run"]["targets"][0]["url"] == "http://a:b@h:1/p"  # the live document is left as it is
+    # a plain header's value is masked where headers are written, not hunted in other text
+    redact.remember_headers({"X-Model": "default-model", "X-Auth-Token": "tok-unit-secret-77"})
+    assert redact.text("model default-model, token tok-unit-secret-77") == "model default-model, token ***"
+    assert redact.argv(["--header", "X-Model: default-model"]) == ["--header", "X-Model: ***"]
 
 
 def test_log_records_are_masked_whatever_writes_them(tmp_path):
