@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim|crossover|dispatch|rates``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover|dispatch|rates|faults``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ BENCHES = {
     "crossover": "loadgen.bench.crossover_bench",
     "dispatch": "loadgen.bench.dispatch_bench",
     "rates": "loadgen.bench.rate_bench",
+    "faults": "loadgen.bench.faults_bench",
 }
 
 
