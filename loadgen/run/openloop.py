@@ -56,7 +56,13 @@ async def _wait_until(t_ns: int, sleep: Callable[[float], None] = time.sleep) ->
     ahead = t_ns - _now()
     if ahead > TIMER_LEAD_NS:
         await asyncio.sleep((ahead - TIMER_LEAD_NS) / 1e9)
-        ahead = t_ns - _now()
+    elif ahead > 0:
+        # the request just handed over starts (its lag stamped, its send begun) before the precise sleep
+        # holds the loop: without this, at 100 req/s one send in ten waited behind the next one's sleep
+        # (lag p99 1.28 → 0.50 ms on a quiet 16-core host). Not when already late: a yield per late send
+        # let a 1000 req/s stage fall a second behind (670 sent/s) where sending the due ones at once kept up
+        await asyncio.sleep(0)
+    ahead = t_ns - _now()
     if ahead > 0:
         sleep(ahead / 1e9)
 

