@@ -25,7 +25,7 @@ from loadgen.run.results import ResultsWriter, load
 from loadgen.settings import config as cfgmod
 from loadgen.settings import flags
 from loadgen.settings import knobs as K
-from loadgen.settings import parse
+from loadgen.settings import parse, recorded
 from loadgen.sim import profiles
 
 PRIMARY = "output_tokens_per_s"
@@ -141,6 +141,7 @@ def configurations(args, targets_conf: list) -> list[Configuration] | None:
 
 def run(args) -> int:
     defaults = flags.defaults("crossover")
+    args, resume_doc = front.resumed_args(args, "crossover", defaults)
     targets_conf, one_workload = apply_config(args, args.config, defaults) if args.config else ([], False)
     if args.from_:
         path = Path(args.from_)
@@ -167,6 +168,7 @@ def run(args) -> int:
     args.warmup = args.warmup or K.seconds_text(K.SIM_WARMUP_S if on_sim else K.WARMUP_S)
     front.sigterm_like_ctrl_c()
     s = flags.typed(args, "crossover")
+    front.check_resume(resume_doc, s, "crossover")
     opts = front.run_options(s)
     if one_workload:
         workloads = [s.workload.strip()]
@@ -182,7 +184,8 @@ def run(args) -> int:
         parse_slos(s.capacity)
     make_source = front.source_factory(s, workloads)  # a bad workload name fails here, before any server starts
     with ExitStack() as stack:
-        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed, **front.open_meta(s)}
+        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed, **front.open_meta(s),
+                      "settings": recorded.record(s, "crossover")}
         commands = {}
         if configs is None:
             modes = tuple(s.sim_modes or ("baseline", "spec"))
@@ -225,7 +228,7 @@ def run(args) -> int:
         meta["ladder"] = plan.ladder
         meta["workloads"] = plan.workloads
         meta["targets"] = front.target_meta(targets)
-        writer = ResultsWriter(out / "run.json", meta)
+        writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
         front.probe_ahead(targets, commands, writer)
         def refine() -> None:
             if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past

@@ -9,11 +9,13 @@ the ramp run to its end, its interruption or its error, with the results file cl
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from loadgen.client.stream import Timeouts
@@ -23,9 +25,50 @@ from loadgen.run.orchestrate import ServerCommand
 from loadgen.run.probe import probe_target
 from loadgen.run.order import OpenPlan
 from loadgen.run.ramp import RampPlan, run_ramp
-from loadgen.run.results import ResultsWriter
+from loadgen.run.results import ResultsWriter, load_for_resume
 from loadgen.run.runner import RunOptions
+from loadgen.settings import flags, recorded
 from loadgen.settings.knobs import Settings
+
+
+def resumed_args(args, command: str, defaults: dict) -> tuple[argparse.Namespace, dict | None]:
+    """``--resume``: the flags to go on with, and the interrupted run's document (None without --resume).
+
+    Given alone (or with its own --out), the run's flags as run.json recorded them; else the flags given,
+    which must ask for the same run (:func:`check_resume`, once they are typed and their defaults filled).
+    The results go on in the run's own folder (crossover) or file (run)."""
+    if not args.resume:
+        return args, None
+    if getattr(args, "from_", None):
+        raise LoadgenError("--resume runs what an interrupted run left; --from analyses a finished one: give one")
+    path, doc = load_for_resume(args.resume, command)
+    where = path.parent if command == "crossover" else path
+    if args.out != defaults["out"] and Path(args.out).resolve() != where.resolve():
+        raise LoadgenError(f"--out {args.out}: a resumed run goes on where it was, {where}")
+    if all(getattr(args, n) == v for n, v in defaults.items() if n not in recorded.NOT_COMPARED):
+        own = {n: getattr(args, n) for n in defaults if n in recorded.NOT_COMPARED}  # e.g. --no-report
+        p = argparse.ArgumentParser(prog=f"loadgen {command}")
+        flags.register(p, command)
+        old = list(doc["run"].get("argv") or [])
+        try:
+            args = p.parse_args(old[1:] if old[:1] == [command] else old)
+        except SystemExit:
+            raise LoadgenError(f"--resume {path}: its recorded flags do not parse any more; give them") from None
+        for n, v in own.items():
+            if v != defaults[n]:
+                setattr(args, n, v)
+    args.resume = str(path)
+    args.out = str(where)
+    return args, doc
+
+
+def check_resume(doc: dict | None, s: Settings, command: str) -> None:
+    """A resumed run must be asked exactly as it was: compared typed, so the flags' order does not matter."""
+    if doc is None:
+        return
+    diff = recorded.difference(doc["run"]["settings"], s, command)
+    if diff is not None:
+        raise LoadgenError(f"--resume: not the interrupted run's settings: {diff}")
 
 
 def sigterm_like_ctrl_c() -> None:

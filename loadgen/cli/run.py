@@ -14,7 +14,7 @@ from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.report.table import stage_table
 from loadgen.run.results import ResultsWriter
-from loadgen.settings import flags
+from loadgen.settings import flags, recorded
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -22,7 +22,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    args, resume_doc = front.resumed_args(args, "run", flags.defaults("run"))
     s = flags.typed(args, "run")
+    front.check_resume(resume_doc, s, "run")
     front.open_plan(s)  # an open-loop flag in a wrong combination fails here, before the simulator starts
     workloads = front.workloads_of(s, [s.workload])
     make_source = front.source_factory(s, workloads)
@@ -31,7 +33,7 @@ def run(args) -> int:
     with ExitStack() as stack:
         url = s.url
         meta = {"command": "run", "argv": sys.argv[1:], "workload": workloads[0], "seed": s.seed,
-                **front.open_meta(s)}
+                **front.open_meta(s), "settings": recorded.record(s, "run")}
         if url is None:
             [url] = front.start_simulators(stack, s, (s.sim_mode,))
             meta["simulator"] = {"profile": s.sim_profile, "mode": s.sim_mode, "time_scale": s.sim_time_scale}
@@ -40,7 +42,7 @@ def run(args) -> int:
         target = Target(s.label or (s.sim_mode if s.url is None else "target"), url, s.protocol, s.model,
                         s.header, s.spec_details)
         meta["targets"] = front.target_meta([target])
-        writer = ResultsWriter(s.out, meta)
+        writer = ResultsWriter(s.out, meta, resume=resume_doc)
         front.probe_ahead([target], {}, writer)
         plan = front.ramp_plan(s, [target], workloads, make_source, opts)
         outcome = front.drive(plan, writer)

@@ -76,6 +76,11 @@ class RampPlan:
             return f"C={value}"
         return f"trace x{value:g}" if self.open.trace_times is not None else f"rate={value:.3g}/s"
 
+    def load_of(self, value) -> float:
+        """Where a stage at this ladder value sits on its ladder, as its dict says (stage_load): C, or the
+        offered rate (a trace's replay rate at that speed)."""
+        return value if self.open is None else self.open.schedule(value).rate
+
     def stages(self) -> list[tuple[str, int, Target]]:
         """(workload, C, target) in the order they run (loadgen.run.order.stage_order): one server at a time
         when loadgen starts them."""
@@ -124,6 +129,30 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
         + ("" if sched.known() else " or more (request durations are not known before the first stages; "
                                     "the estimate is refined as they are measured)")
         + (f"; at most {fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
+
+    def measured(d: dict, wl: str, c) -> None:
+        """A stage's summary lines, and what later stages learn from it (durations, saturation)."""
+        target = d["target"]
+        d_req = d["requests"]
+        log(f"    {d_req['completed']} ok, {d_req['failed']} failed, {d['output_tokens_per_s']:.1f} tok/s, "
+            f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
+            + (" [client-bound]" if d["client"]["client_bound"] else "")
+            + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))
+        if plan.open is not None:
+            ol = d.get("open_loop") or {}
+            lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
+            verdict = saturation(d)
+            log(f"    offered {ol.get('rate', c):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s in the "
+                f"window; dispatch lag p99 {lag if lag is not None else float('nan'):.2f} ms"
+                + (f"; SATURATED: {verdict.why}" if verdict.saturated else ""))
+            if verdict.saturated:
+                saturated_at.setdefault((target, wl), (c, verdict.why))
+        for note in d["notes"]:
+            log(f"    note: {note}")
+        done.append(d)
+        if d["e2e"].get("p50") and not d.get("incomplete"):
+            durations.add(target, wl, c, d["e2e"]["p50"] / 1000)
+
     i = 0
     try:
         for i, slot in enumerate(slots):
@@ -134,6 +163,11 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                     f"saturated at {plan.load_words(sat[0])} ({sat[1]})")
                 writer.run.setdefault("not_run", []).append(
                     {"target": target.label, "workload": wl, "value": c, "why": f"saturated at {sat[0]:g}"})
+                continue
+            kept = writer.take(target.label, index0 + i, plan.load_of(c))
+            if kept is not None:  # --resume: measured before the run was interrupted
+                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: kept from the interrupted run")
+                measured(kept, wl, c)
                 continue
             given = sched.budget(i, None if run_deadline is None else run_deadline - time.monotonic())
             if given is None:
@@ -168,25 +202,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 if not reset["ok"]:
                     res.notes.append(f"cache not reset before the stage: {reset.get('error')}")
             d = writer.add_stage(res)
-            d_req = d["requests"]
-            log(f"    {d_req['completed']} ok, {d_req['failed']} failed, {d['output_tokens_per_s']:.1f} tok/s, "
-                f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
-                + (" [client-bound]" if d["client"]["client_bound"] else "")
-                + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))
-            if plan.open is not None:
-                ol = d.get("open_loop") or {}
-                lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
-                verdict = saturation(d)
-                log(f"    offered {ol.get('rate', c):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s in the "
-                    f"window; dispatch lag p99 {lag if lag is not None else float('nan'):.2f} ms"
-                    + (f"; SATURATED: {verdict.why}" if verdict.saturated else ""))
-                if verdict.saturated:
-                    saturated_at.setdefault((target.label, wl), (c, verdict.why))
-            for note in d["notes"]:
-                log(f"    note: {note}")
-            done.append(d)
-            if d["e2e"].get("p50") and not d.get("incomplete"):
-                durations.add(target.label, wl, c, d["e2e"]["p50"] / 1000)
+            measured(d, wl, c)
             if run_deadline is not None and time.monotonic() >= run_deadline - sched.least_s() and i + 1 < n:
                 # only the run's end stops it: a stage that spent its share is cut and the ladder goes on
                 writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i - 1}

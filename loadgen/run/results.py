@@ -21,7 +21,7 @@ from loadgen import __version__, redact
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, REGISTRY
-from loadgen.stage.result import StageResult
+from loadgen.stage.result import StageResult, stage_load
 
 RUN_SCHEMA = "loadgen.run/1"
 # (metric, summary key, column) of the metric columns: each metric declares its own (``csv_stats``).
@@ -45,7 +45,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class ResultsWriter:
-    def __init__(self, path: str | Path, run_meta: dict) -> None:
+    def __init__(self, path: str | Path, run_meta: dict, *, resume: dict | None = None) -> None:
+        """``resume``: the document of an interrupted run (:func:`load_for_resume`) this one continues: its
+        finished stages wait in ``pending`` until the ramp reaches their place (:meth:`take`), when they are
+        written again exactly as they were; a stage cut by the interrupt is dropped (the ramp runs it again)."""
         self.path = Path(path)
         if self.path.suffix != ".json":
             self.path = self.path.with_suffix(".json")
@@ -56,6 +59,10 @@ class ResultsWriter:
         self.run = {"loadgen_version": __version__, "started_unix": time.time(), **run_meta}
         self._t0_ns = time.perf_counter_ns()  # hlog timestamps are seconds since this
         self.stages: list[dict] = []
+        self.pending: list[dict] = []
+        """An interrupted run's finished stages, not yet reached by the resumed ramp."""
+        if resume is not None:
+            self._resume(resume)
         self._flush()
         self.hlog_path = self.path.with_suffix(".hlog")
         with open(self.hlog_path, "w") as f:
@@ -63,14 +70,58 @@ class ResultsWriter:
             f.write("#[StartTime: %.3f]\n" % self.run["started_unix"])
             f.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
 
-    def add_stage(self, res: StageResult) -> dict:
-        d = res.to_dict()
+    def add_stage(self, res: StageResult, **extra) -> dict:
+        """``extra``: keys the stage's dict carries beside its figures (``retried``: run twice, and why)."""
+        d = res.to_dict() | extra
         self.stages.append(d)
         self._flush()
         self._append_hlog(d)
         return d
 
+    def _resume(self, doc: dict) -> None:
+        old = doc["run"]
+        started = old.get("started_unix", self.run["started_unix"])
+        self.run["started_unix"] = started
+        # the hlog's clock: the run's start on this host's monotonic clock (stages kept from the first
+        # process and those run now share it: CLOCK_MONOTONIC is system-wide)
+        self._t0_ns = time.perf_counter_ns() - int((time.time() - started) * 1e9)
+        for label, probed in (old.get("servers") or {}).items():  # a server not started again is still known
+            self.run.setdefault("servers", {}).setdefault(label, probed)
+        kept, redone = [], []
+        for d in doc.get("stages", []):
+            if (d.get("cut") or {}).get("by") == "interrupt":
+                redone.append(_stage_words(d))
+            else:
+                kept.append(d)
+        self.pending = kept
+        # the run's own flags stay its argv (a resumed run is resumed again by them); this invocation's beside
+        self.run["resumed"] = [*old.get("resumed", []), {"at_unix": time.time(), "argv": self.run.get("argv"),
+                                                         "stages_kept": len(kept), "stages_redone": redone}]
+        if "argv" in old:
+            self.run["argv"] = old["argv"]
+
+    def take(self, target: str, stage_index: int, load: float) -> dict | None:
+        """The interrupted run's stage at this place (target, index in the run, ladder value), written again
+        as it was; None: it has none (the ramp runs the stage). Kept stages the ramp went past are dropped."""
+        while self.pending and self.pending[0]["stage_index"] < stage_index:
+            self._drop(self.pending.pop(0))
+        if not self.pending:
+            return None
+        d = self.pending[0]
+        if d["stage_index"] != stage_index or d["target"] != target or stage_load(d) != load:
+            return None
+        self.pending.pop(0)
+        self.stages.append(d)
+        self._flush()
+        self._append_hlog(d)
+        return d
+
+    def _drop(self, d: dict) -> None:
+        self.run["resumed"][-1].setdefault("dropped", []).append(_stage_words(d))
+
     def finish(self, **extra) -> None:
+        while self.pending:  # a resumed run that did not reach them (cut, or asked for fewer stages)
+            self._drop(self.pending.pop(0))
         self.run.update(extra)
         self.run["finished_unix"] = time.time()
         self._flush()
@@ -105,6 +156,10 @@ class ResultsWriter:
             f.writelines(lines)
 
 
+def _stage_words(d: dict) -> str:
+    return f"stage {d.get('stage_index')} {d.get('target')} at {stage_load(d):g}"
+
+
 def csv_text(stages: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -136,3 +191,32 @@ def load(path: str | Path) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         raise LoadgenError(f"{p}: not a loadgen results file (schema {RUN_SCHEMA} expected)")
     return doc
+
+
+def load_for_resume(path: str | Path, command: str) -> tuple[Path, dict]:
+    """``--resume PATH``: the run's results file (PATH/run.json for a folder) and its document, checked to be
+    a ``command`` run this loadgen can continue; anything else is one line."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "run.json"
+        if not p.is_file():
+            raise LoadgenError(f"--resume {path}: not a loadgen run (no run.json in it)")
+    elif not p.is_file():
+        raise LoadgenError(f"--resume {path}: no such folder or file")
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise LoadgenError(f"--resume {p}: not valid JSON: {exc}") from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if not isinstance(schema, str) or not schema.startswith("loadgen.run/") or not isinstance(doc.get("run"), dict):
+        raise LoadgenError(f"--resume {p}: not a loadgen run (schema {RUN_SCHEMA} expected)")
+    if schema != RUN_SCHEMA:
+        raise LoadgenError(f"--resume {p}: written in schema {schema}; this loadgen continues {RUN_SCHEMA} runs "
+                           "only (run it again)")
+    was = doc["run"].get("command")
+    if was != command:
+        raise LoadgenError(f"--resume {p}: a `loadgen {was}` run, not a `loadgen {command}` one")
+    if not isinstance(doc["run"].get("settings"), dict):
+        raise LoadgenError(f"--resume {p}: records no settings to check this invocation against (written by "
+                           f"loadgen {doc['run'].get('loadgen_version', '?')}, before --resume)")
+    return p, doc

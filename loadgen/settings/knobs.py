@@ -318,6 +318,13 @@ class Settings:
     capacity_budget: int | None = knob(
         "--capacity-budget", "at most this many extra stages per configuration for the capacity search (default "
         "{default})", default=4, type=int, fronts=("crossover",), section="analysis")
+    resume: str | None = knob(
+        "--resume", help_by={
+            "crossover": "continue the interrupted run in this folder from its run.json: finished stages kept, the "
+                         "rest run with the same seeds; give the run's own flags again (a difference is refused)",
+            "run": "continue the interrupted run in this results file (its .json): finished stages kept, the rest "
+                   "run with the same seeds; give the run's own flags again (a difference is refused)"},
+        metavar="RESULTS", section="output", from_config=False)
     no_report: bool | None = knob(
         "--no-report", "skip the HTML report", action="store_true", default=False, fronts=("crossover",),
         section="output")
