@@ -85,10 +85,10 @@ def run_one(name: str, spec: str, a, src) -> dict:
     two = len(os.sched_getaffinity(0)) > 1
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.jsonl"
-        recs: dict[str, tuple[str | None, str]] = {}
+        recs: dict[str, tuple[str | None, str, int]] = {}
 
         def on_record(rec) -> None:
-            recs[rec.rid] = (rec.error_class, rec.error_message or "")
+            recs[rec.rid] = (rec.error_class, rec.error_message or "", rec.retries)
 
         extra = ["--truth-file", str(truth_path)]
         t0 = time.monotonic()
@@ -114,7 +114,7 @@ def run_one(name: str, spec: str, a, src) -> dict:
             "incomplete": d.get("incomplete", False), "ttft_p50": d["ttft"].get("p50"), "itl_p50": d["itl"].get("p50")}
 
 
-def join(truth: list[dict], recs: dict[str, tuple[str | None, str]], window_end_ns: int) -> dict:
+def join(truth: list[dict], recs: dict[str, tuple[str | None, str, int]], window_end_ns: int) -> dict:
     """Per injected fault: how many the client counted under its class, and as what the others; lost requests."""
     faults: dict[str, dict] = {}
     lost, cut, healthy_failed, seen = 0, 0, Counter(), set()
@@ -137,7 +137,7 @@ def join(truth: list[dict], recs: dict[str, tuple[str | None, str]], window_end_
                 if kind:
                     f["as"]["(no record)"] += 1
             continue
-        cls, _ = got
+        cls = got[0]
         if kind:
             if cls in EXPECTED.get(kind, ()):
                 f["counted"] += 1
@@ -146,9 +146,12 @@ def join(truth: list[dict], recs: dict[str, tuple[str | None, str]], window_end_
                 lost += cls is None  # a fault counted as a success is a failure lost
         elif cls is not None:
             healthy_failed[cls] += 1
-    unseen = Counter(cls or "ok" for rid, (cls, _) in recs.items() if rid not in seen)
+    # e.g. connect after the simulator exited; "sent again": first written on a pooled connection the server had
+    # closed, taken for a stale keep-alive connection and sent again (StreamClient._send)
+    unseen = Counter((cls or "ok") + (" (sent again)" if retries else "")
+                     for rid, (cls, _, retries) in recs.items() if rid not in seen)
     first = {}
-    for cls, msg in recs.values():
+    for cls, msg, _ in recs.values():
         if cls is not None and cls not in first:
             first[cls] = msg
     return {"sent": len(recs), "truth": len(truth), "faults": faults, "lost": lost, "cut_at_end": cut,
