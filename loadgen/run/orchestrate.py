@@ -4,7 +4,9 @@ A target may name the command that starts its server, a health URL and the
 signal that stops it. The ramp starts one server, waits until it is healthy,
 runs its stages, stops it and starts the next, and records what each server
 said about itself. A server that never becomes healthy, or whose command
-exits, is a one-line error with the tail of its log.
+exits, is a one-line error with the tail of its log. One that exits during a
+stage is started again (loadgen/run/ramp.py: a few attempts, with backoff) and
+the stage run once more.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class ManagedServer:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def exited(self) -> int | None:
+        """The exit status of a started server that has ended on its own; None while it runs."""
+        return None if self.proc is None else self.proc.poll()
+
     def start(self) -> None:
         argv = shlex.split(self.cmd.command) if isinstance(self.cmd.command, str) else list(self.cmd.command)
         if not argv:
@@ -71,6 +77,12 @@ class ManagedServer:
             time.sleep(0.5)
 
     def stop(self, grace_s: float = 30.0) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            # the command ended on its own (a server that died): what it started may still hold the port
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.proc is not None and self.proc.poll() is None:
             sig = getattr(signal, self.cmd.stop_signal, signal.SIGINT)
             try:

@@ -182,26 +182,43 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             spec = sched.spec(i, budget, by)
             log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl} "
                 f"(elapsed {fmt_s(time.monotonic() - t_start)}, about {sched.left(i, spec)} left)")
-            line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(i))
-            probe = (plan.window_probe(target) if plan.window_probe is not None
-                     else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
-            reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
-            try:
-                res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
-                                          stage_index=index0 + i, loop_kind=plan.loop, progress=line,
-                                          window_probe=probe, seed_index=slot.step)
-            except Interrupted as exc:
+            retried: dict | None = None
+            while True:
+                line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(i))
+                probe = (plan.window_probe(target) if plan.window_probe is not None
+                         else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
+                reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
+                try:
+                    res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
+                                              stage_index=index0 + i, loop_kind=plan.loop, progress=line,
+                                              window_probe=probe, seed_index=slot.step)
+                except Interrupted as exc:
+                    line.done()
+                    if exc.partial is not None:
+                        writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
+                    writer.run["cut"] = {"by": "interrupt", "stages_not_run": n - i - 1}
+                    raise
                 line.done()
-                if exc.partial is not None:
-                    writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
-                writer.run["cut"] = {"by": "interrupt", "stages_not_run": n - i - 1}
-                raise
-            line.done()
+                died = _died(running.get(target.label), target.label)
+                if died is None:
+                    break
+                if retried is not None:  # once only: the stage is kept as measured, its failures counted
+                    res.notes.append(f"the retried stage saw the server exit again: {died}")
+                    log(f"    {died} again: the retried stage is kept as measured")
+                    break
+                req = res.to_dict()["requests"]
+                retried = {"why": f"{died} during the stage", "first_try": {k: req[k] for k in ("completed", "failed")}}
+                log(f"    {died} during the stage ({req['completed']} ok, {req['failed']} failed): starting it "
+                    "again and running the stage once more")
+                _ensure_up(plan, target, running, servers,
+                           None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
             if reset is not None:
                 res.cache_reset = reset
                 if not reset["ok"]:
                     res.notes.append(f"cache not reset before the stage: {reset.get('error')}")
-            d = writer.add_stage(res)
+            if retried is not None:
+                res.notes.append(f"run twice: {retried['why']}; the server was started again")
+            d = writer.add_stage(res, **({"retried": retried} if retried is not None else {}))
             measured(d, wl, c)
             if run_deadline is not None and time.monotonic() >= run_deadline - sched.least_s() and i + 1 < n:
                 # only the run's end stops it: a stage that spent its share is cut and the ladder goes on
@@ -234,21 +251,57 @@ def cache_reset(target: Target, probed: dict | None) -> dict:
     return rec
 
 
+RESTARTS = 2
+"""A server that exits on its own is started again at most this many times in a row."""
+RESTART_BACKOFF_S = (1.0, 4.0)
+"""The wait before each of those starts."""
+
+
+def _died(srv: ManagedServer | None, label: str) -> str | None:
+    """How a server loadgen started has ended on its own, in words; None: it runs (or loadgen does not start it)."""
+    code = srv.exited() if srv is not None else None
+    return None if code is None else f"{label}'s server exited (status {code})"
+
+
 def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, within_s: float | None = None) -> None:
     """Start the target's server if loadgen starts it (stopping the other: one at a time), and probe it.
 
+    A server of this target that has exited since is started again, up to :data:`RESTARTS` times with
+    backoff; one that does not come back is a LoadgenError (the stages measured before are kept).
     ``within_s``: what is left of the run's budget; a server's start may take no longer."""
     cmd = plan.commands.get(target.label)
     if cmd is not None and within_s is not None and within_s < cmd.startup_timeout_s:
         cmd = dataclasses.replace(cmd, startup_timeout_s=within_s)
+    restart = None
+    if cmd is not None and target.label in running and (restart := _died(running[target.label], target.label)):
+        running.pop(target.label).stop()  # its log closed, anything it left on the port killed
     if cmd is not None and target.label not in running:
         for label, srv in list(running.items()):  # one GPU box: one server at a time
             log(f"stopping {label}")
             srv.stop()
             del running[label]
-        log(f"starting {target.label}: waiting for {cmd.health_url}")
-        srv = ManagedServer(cmd)
-        srv.start()
+        if restart is None:
+            log(f"starting {target.label}: waiting for {cmd.health_url}")
+            srv = ManagedServer(cmd)
+            srv.start()
+        else:
+            srv = _restart(cmd, restart)
         running[target.label] = srv
     if target.label not in servers:
         servers[target.label] = probe_target(target).to_dict()
+
+
+def _restart(cmd: ServerCommand, why: str) -> ManagedServer:
+    """Start a server that exited again: :data:`RESTARTS` attempts after :data:`RESTART_BACKOFF_S` waits."""
+    last = ""
+    for attempt, wait in enumerate(RESTART_BACKOFF_S[:RESTARTS], 1):
+        log(f"{why}: starting it again in {wait:g} s (attempt {attempt} of {RESTARTS}), waiting for {cmd.health_url}")
+        time.sleep(wait)
+        srv = ManagedServer(cmd)
+        try:
+            srv.start()
+            return srv
+        except LoadgenError as exc:
+            last = str(exc)
+    raise LoadgenError(f"{why} and did not come back after {RESTARTS} restarts; the run stops here, what it "
+                       f"measured is kept (last attempt: {last})")
