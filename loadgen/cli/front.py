@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from loadgen import redact
 from loadgen.client.stream import Timeouts
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
@@ -50,6 +51,9 @@ def resumed_args(args, command: str, defaults: dict) -> tuple[argparse.Namespace
         p = argparse.ArgumentParser(prog=f"loadgen {command}")
         flags.register(p, command)
         old = list(doc["run"].get("argv") or [])
+        if any(redact.MASK in str(a) for a in old):
+            raise LoadgenError(f"--resume {path}: its recorded flags hold credentials, written masked: give the "
+                               "run's flags again")
         try:
             args = p.parse_args(old[1:] if old[:1] == [command] else old)
         except SystemExit:

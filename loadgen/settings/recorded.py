@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from loadgen import redact
 from loadgen.settings.knobs import Settings, knobs
 
 NOT_COMPARED = frozenset({"resume", "out", "no_report", "from_"})
@@ -44,8 +45,11 @@ def _words(v) -> str:
 
 
 def difference(old: dict, s: Settings, front: str) -> str | None:
-    """The first knob (in field order) whose value differs from the recorded ``old``, in words; None: the same."""
-    new = record(s, front)
+    """The first knob (in field order) whose value differs from the recorded ``old``, in words; None: the same.
+
+    run.json holds its settings with their secrets masked (loadgen/redact.py): the new ones are compared
+    masked the same way (a header's value, a URL's password are not checked)."""
+    new = redact.document(record(s, front))
     flag = {name: k.flag for name, k in knobs(front)}
     for name, value in new.items():
         if name not in old:  # a knob newer than the run: it had none to record

@@ -130,3 +130,40 @@ def test_resume_goes_on_where_the_run_was(tmp_path):
     d = fake_run(tmp_path / "r", {"ladder": [1, 5]})
     p = loadgen("crossover", "--resume", str(d), "--ladder", "1,5", "--out", str(tmp_path / "elsewhere"), timeout=60)
     assert p.returncode == 2 and "a resumed run goes on where it was" in p.stderr, p.stderr
+
+
+def test_credentials_written_masked_are_not_a_difference_and_not_reused(tmp_path):
+    """run.json holds a header's value masked: the same flags given again compare equal (here the first
+    difference is a later knob); --resume alone, whose recorded flags would send the mask, is refused."""
+    d = fake_run(tmp_path / "r", {"ladder": [1, 5], "header": {"Authorization": "***"}, "sim_profile": "other"})
+    p = loadgen("crossover", "--resume", str(d), "--ladder", "1,5", "--header", "Authorization: Bearer abcdefgh123",
+                timeout=60)
+    assert p.returncode == 2 and "--sim-profile: the run had other" in p.stderr, p.stderr
+    doc = json.loads((d / "run.json").read_text())
+    doc["run"]["argv"] = ["crossover", "--header", "Authorization: ***"]
+    (d / "run.json").write_text(json.dumps(doc))
+    p = loadgen("crossover", "--resume", str(d), timeout=60)
+    assert p.returncode == 2 and "its recorded flags hold credentials" in p.stderr, p.stderr
+
+
+def test_loadgen_run_cut_by_ctrl_c_resumes_and_runs_the_cut_stage_again(tmp_path):
+    out = tmp_path / "run.json"
+    flags = ["--ladder", "1,2,3", "--duration", "1.5s", "--warmup", "0.2s", "--sim-time-scale", "10", "--seed", "5"]
+    p = subprocess.Popen([sys.executable, "-m", "loadgen", "run", *flags, "--out", str(out)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and json.loads(out.read_text())["stages"]):
+        time.sleep(0.05)
+    time.sleep(0.8)  # inside the second stage
+    p.send_signal(signal.SIGINT)
+    assert p.wait(60) == 130
+    cut = json.loads(out.read_text())["stages"]
+    assert len(cut) == 2 and cut[1]["cut"]["by"] == "interrupt"
+    r = loadgen("run", "--resume", str(out), timeout=120)  # alone: the run's own flags
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert [(s["concurrency"], s["stage_index"]) for s in doc["stages"]] == [(1, 0), (2, 1), (3, 2)]
+    assert doc["stages"][0] == cut[0] and not any(s["incomplete"] for s in doc["stages"])
+    assert doc["run"]["resumed"] == [{**doc["run"]["resumed"][0], "stages_kept": 1,
+                                      "stages_redone": ["stage 1 baseline at 2"]}]
+    assert "C" in r.stdout and (tmp_path / "run.csv").read_text().count("\n") == 4
