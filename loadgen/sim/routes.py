@@ -54,7 +54,7 @@ class GenerationRoutes:
             await resp.write(_sse(err) + DONE)
             return resp
         if fl is None:
-            return await self._early_fault(job, received, fault)
+            return await self._early_fault(request, job, received, fault)
         try:
             if job.stream:
                 return await self._generate_stream(request, fl)
@@ -141,7 +141,7 @@ class GenerationRoutes:
             return job
         fault = self._draw_fault(job.stream)
         if fault in EARLY_FAULTS:
-            return await self._early_fault(job, received, fault)
+            return await self._early_fault(request, job, received, fault)
         try:
             fl = self._start(job, received, fault=fault)
         except ValueError as exc:

@@ -96,6 +96,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         )
         self.scheduler: Scheduler | None = None
         self.faults = FaultPlan(cfg.faults, cfg.seed) if cfg.faults is not None else None
+        self._shutting = asyncio.Event()
         self._counter = 0
         self.port = cfg.port
         """The bound port, set by whoever starts listening."""
@@ -129,12 +130,16 @@ class SimServer(GenerationRoutes, AdminRoutes):
         r.add_post("/abort_request", self.abort_request)
         r.add_get("/loadgen/truth", self.truth_endpoint)
         app.on_startup.append(self._on_startup)
+        app.on_shutdown.append(self._on_shutdown)
         app.on_cleanup.append(self._on_cleanup)
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
         self.scheduler = Scheduler(self.sched_cfg, self._on_finish)
         self.scheduler.start()
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        self._shutting.set()  # a hung request or a fault's wait would hold the shutdown for as long
 
     async def _on_cleanup(self, app: web.Application) -> None:
         if self.scheduler is not None:
@@ -289,14 +294,16 @@ class SimServer(GenerationRoutes, AdminRoutes):
     def _draw_fault(self, stream: bool) -> str:
         return self.faults.draw(stream) if self.faults is not None else ""
 
-    async def _early_fault(self, job: Job, received: int, fault: str) -> web.StreamResponse:
+    async def _early_fault(self, request: web.Request, job: Job, received: int, fault: str) -> web.StreamResponse:
         """A fault that answers before any stream: an HTTP error status, or a hang that never answers."""
         rec = TruthRecord(rid=job.rid or uuid.uuid4().hex, route=job.route, stream=job.stream, mode=self.cfg.mode,
                           received_ns=received, prompt_tokens=job.prompt_tokens, prompt_kind="", accept_p=0.0,
                           finish_reason=HANG if fault == HANG else "error", fault=fault)
         if fault == HANG:
             self.truth.add(rec)
-            await asyncio.Event().wait()  # accepted, never answered (until the client goes away)
+            await self._fault_wait(None)  # accepted, never answered (until the client goes away)
+            _reset(request)  # the server is shutting down
+            return web.Response()
         status = HTTP_STATUS[fault]
         message, kind = {
             503: ("Service Unavailable: the server is overloaded (injected fault)", "ServiceUnavailableError"),
@@ -312,7 +319,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         """slow_headers waits here; a non-streamed reset cuts the connection here (True: return now)."""
         if fl.fault == "slow_headers":
             fl.fault = ""
-            await asyncio.sleep(self.faults.spec.duration("slow_headers"))
+            await self._fault_wait(self.faults.spec.duration("slow_headers"))
         elif fl.fault == "reset" and not fl.job.stream:
             fl.fault = ""
             self._fault_abort(fl, "reset")
@@ -324,7 +331,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         """Apply the flight's fault before the next event is written; True: the stream ends here."""
         kind, fl.fault = fl.fault, ""
         if kind == "stall":
-            await asyncio.sleep(self.faults.spec.duration("stall"))
+            await self._fault_wait(self.faults.spec.duration("stall"))
             return False
         if kind == "malformed":
             await resp.write(MALFORMED)
@@ -337,6 +344,13 @@ class SimServer(GenerationRoutes, AdminRoutes):
                              "(injected fault)", "type": "InternalServerError", "param": None, "code": 500}}
             await resp.write(_sse(err) + DONE)
         return True  # truncate: the stream ends with neither a finish reason nor [DONE]
+
+    async def _fault_wait(self, seconds: float | None) -> None:
+        """A fault's wait (None: for ever), ended early by the server's shutdown."""
+        try:
+            await asyncio.wait_for(self._shutting.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
 
     def _fault_abort(self, fl: Flight, kind: str) -> None:
         if not fl.req.finished and self.scheduler is not None:

@@ -289,3 +289,21 @@ def test_die_after_exits_and_the_truth_file_says_who_was_cut(tmp_path):
     recs = {r["rid"]: r for r in map(json.loads, truth.read_text().splitlines())}
     assert {k: (r["fault"], r["finish_reason"]) for k, r in recs.items()} == {
         "a0": ("", "length"), "a1": ("", "length"), "long0": ("die", "abort"), "long1": ("die", "abort")}
+
+
+def test_a_hung_request_or_a_long_stall_does_not_hold_the_shutdown():
+    async def go(sim):
+        stalled = asyncio.ensure_future(fetch(sim.url, "generate", "s0", timeout=30))
+        hung = asyncio.ensure_future(fetch(sim.url, "chat", "h1", timeout=30))
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        sim.proc.terminate()
+        while sim.proc.poll() is None and time.monotonic() - t0 < 4:
+            await asyncio.sleep(0.02)
+        took = time.monotonic() - t0
+        await asyncio.gather(stalled, hung)
+        return took
+
+    with SimProcess(time_scale=20.0, faults="stall=1:30s,hang_after=1") as sim:
+        took = asyncio.run(go(sim))
+        assert sim.proc.returncode == 0 and took < 2.0, (sim.proc.returncode, took)
