@@ -168,7 +168,7 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
         for mode in sim.modes:
             proc = stack.enter_context(SimProcess(profile=sim.profile, mode=mode, time_scale=sim.time_scale,
                                                   seed=sim.seed, cpu=cpus[0] if pin else None,
-                                                  metrics_flavour=sim.metrics_flavour))
+                                                  metrics_flavour=sim.metrics_flavour, faults=sim.faults))
             targets.append(TargetConf(mode, proc.url, adaptive=prof.is_adaptive(mode)))
             log.info("loadgen: no target configured: embedded simulator (%s, %s, time scale %g) at %s",
                      sim.profile, mode, sim.time_scale, proc.url)
@@ -184,7 +184,7 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
     # can recompute the traffic the simulators saw for their own answer (sim.known).
     meta = {"simulator": {"profile": sim.profile, "modes": {m: m for m in sim.modes}, "time_scale": sim.time_scale,
                           "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None,
-                          "metrics_flavour": sim.metrics_flavour, "protocol": "sglang",
+                          "metrics_flavour": sim.metrics_flavour, "faults": sim.faults, "protocol": "sglang",
                           "max_tokens": cfg.max_tokens, "prompt_tokens": cfg.prompt_tokens,
                           "ignore_eos": cfg.ignore_eos, "tokenizer": cfg.tokenizer}}
     return targets, meta, load_cpus

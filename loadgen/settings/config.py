@@ -16,7 +16,7 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
                  is the reference, the others candidates; stages rotate in file order)
                  start, health, stop_signal, startup_timeout (loadgen crossover: a command
                  that starts the server, run one target at a time)
-    [simulator]  profile, time_scale, metrics_flavour, seed, modes, pin   (used when no [targets] is given)
+    [simulator]  profile, time_scale, metrics_flavour, faults, seed, modes, pin   (used when no [targets] is given)
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ class SimConf:
     time_scale: float = K.SIM_TIME_SCALE
     metrics_flavour: str = "sglang"
     """Whose /metrics names the simulator exports: "sglang" or "vllm"."""
+    faults: str | None = None
+    """A ``loadgen sim --faults`` spec the simulators inject (docs/simulator.md, Faults); None: none."""
     seed: int = 0
     modes: tuple[str, ...] = ("baseline", "spec")
     pin: bool = True
@@ -246,6 +248,17 @@ class _Checker:
         v = self.string(key, v)
         if not v.strip():
             raise self.fail(key, "is empty")
+        return v
+
+    def faults(self, key: str, v: Any) -> str:
+        """A ``loadgen sim --faults`` spec (loadgen.sim.faults), checked now."""
+        from loadgen.sim.faults import parse as parse_faults
+
+        v = self.nonblank(key, v)
+        try:
+            parse_faults(v)
+        except LoadgenError as exc:
+            raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
         return v
 
     def choice(self, key: str, v: Any, choices: tuple[str, ...]) -> str:

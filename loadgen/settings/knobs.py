@@ -115,6 +115,17 @@ def _dur(text: str, flag: str) -> float:
     return parse.duration(text, flag)
 
 
+def _faults(text: str, flag: str) -> str:
+    from loadgen.errors import LoadgenError
+    from loadgen.sim.faults import parse as parse_faults
+
+    try:
+        parse_faults(text)
+    except LoadgenError as exc:
+        raise LoadgenError(f"{flag}: {str(exc).split(': ', 1)[-1]}") from None
+    return text
+
+
 def _slo(text: str | None, flag: str) -> Slo:
     return parse.slo(text)
 
@@ -346,6 +357,10 @@ class Settings:
         "--sim-metrics-flavour", "names the embedded simulator's /metrics exports: sglang or vllm (default sglang)",
         fronts=FRONTS, default="sglang", choices=("sglang", "vllm"), toml="simulator.metrics_flavour",
         attr="simulator.metrics_flavour", check="choice", check_kw={"choices": ("sglang", "vllm")}, section="sim")
+    sim_faults: str | None = knob(
+        "--sim-faults", "faults the embedded simulators inject, a loadgen sim --faults spec such as "
+        "reset=0.02,http503=0.01,stall=0.01:30s (docs/simulator.md, Faults)", fronts=FRONTS, parse=_faults,
+        toml="simulator.faults", attr="simulator.faults", check="faults", metavar="SPEC", section="sim")
     sim_seed: int | None = knob(None, toml="simulator.seed", attr="simulator.seed", check="integer")
     sim_modes: str | None = knob(
         "--sim-modes", "embedded simulator configurations, comma-separated, the first the reference (default "

@@ -61,6 +61,7 @@ def test_bad_input_is_one_line(tmp_path):
         (["--url", "http://127.0.0.1:9", "--workload", "nosuch"], "nosuch"),
         (["--url", "http://127.0.0.1:9", "--duration", "abc"], "--duration"),
         (["--url", "http://127.0.0.1:9", "--slo", "foo=1"], "--slo"),
+        (["--sim-faults", "reset=0.1,nope=1"], "--sim-faults: 'nope=1': unknown fault 'nope'"),
     ]:
         p = loadgen("run", *args, "--out", str(tmp_path / "x.json"))
         assert p.returncode == 2, (args, p.stderr)
@@ -81,3 +82,26 @@ def test_warmup_covers_users_queued_behind_the_running_cap(tmp_path):
     assert [s["concurrency"] for s in stages] == [2, 12]
     # unscaled (C=2's request duration), 8 of the 12 users were still waiting for a first answer (measured)
     assert not [n for n in stages[1]["notes"] if "had not finished a first request" in n], stages[1]["notes"]
+
+
+def test_the_embedded_simulator_injects_faults_and_the_stage_counts_them(tmp_path):
+    out = tmp_path / "run.json"
+    p = loadgen("run", "--concurrency", "3", "--duration", "1.5s", "--warmup", "0.3s", "--sim-time-scale", "10",
+                "--max-tokens", "20", "--sim-faults", "http503=0.2,truncate=0.2", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    req = json.loads(out.read_text())["stages"][0]["requests"]
+    assert set(req["failures"]) == {"http_503", "truncated"}, req
+    assert req["failed"] == sum(f["count"] for f in req["failures"].values()) and req["completed"] > req["failed"]
+
+
+def test_a_bad_faults_spec_in_the_config_is_one_line():
+    import tomllib
+
+    import pytest
+
+    from loadgen.errors import LoadgenError
+    from loadgen.settings import config as cfgmod
+
+    assert cfgmod.parse(tomllib.loads('[simulator]\nfaults = "reset=0.1"\n'), "x.toml").simulator.faults == "reset=0.1"
+    with pytest.raises(LoadgenError, match=r"x.toml: simulator.faults: .*probability must be in \[0, 1\]"):
+        cfgmod.parse(tomllib.loads('[simulator]\nfaults = "reset=2"\n'), "x.toml")

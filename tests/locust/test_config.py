@@ -162,7 +162,7 @@ def test_the_locust_options_are_the_defined_ones_and_every_old_one_works():
     assert got["ns"] == {"ladder": "1,3", "warmup": None, "duration": "7s", "requests": "9", "seed": None,
                              "workload": "code", "out": None, "server_metrics_interval": None,
                              "reset_cache": False, "keep_parts": False, "sim_profile": None,
-                             "sim_time_scale": None, "sim_metrics_flavour": None, "sim_modes": None,
+                             "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_modes": None,
                              "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None}
     assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration",
                      "loadgen: note: --stage-requests is deprecated; use --requests",
@@ -185,7 +185,8 @@ def test_an_old_name_in_the_files_tool_locust_table_works(tmp_path):
 SAMPLES = {"ladder": ("1,3", [1, 3]), "seconds": ("7s", "7s"), "integer": ("3", 3), "word": ("code", "code"),
            "nonblank": ("res/x", "res/x"), "number": ("2.5", 2.5), "string": ("fast", "fast"),
            "boolean": (True, True), "modes": ("baseline,spec-topk4", ["baseline", "spec-topk4"]),
-           "rates": ("1,2.5", [1, 2.5]), "arrival": ("gamma:2", "gamma:2")}
+           "rates": ("1,2.5", [1, 2.5]), "arrival": ("gamma:2", "gamma:2"),
+           "faults": ("reset=0.1,stall=0.1:2s", "reset=0.1,stall=0.1:2s")}
 
 
 def _locust_knobs():
