@@ -19,6 +19,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.resume:  # the run's own flags (loadgen/cli/front.resumed_args), or the ones given, checked there
+        return crossover.run(args)
     if not args.from_ and not args.capacity:
         raise LoadgenError("loadgen capacity needs --capacity SLOS, e.g. --capacity ttft_p99=800ms,tpot_p50=40ms")
     if not args.from_ and not (args.rate or args.trace):

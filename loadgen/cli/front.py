@@ -55,7 +55,7 @@ def resumed_args(args, command: str, defaults: dict) -> tuple[argparse.Namespace
             raise LoadgenError(f"--resume {path}: its recorded flags hold credentials, written masked: give the "
                                "run's flags again")
         try:
-            args = p.parse_args(old[1:] if old[:1] == [command] else old)
+            args = p.parse_args(old[1:] if old and not old[0].startswith("-") else old)  # its subcommand
         except SystemExit:
             raise LoadgenError(f"--resume {path}: its recorded flags do not parse any more; give them") from None
         for n, v in own.items():
