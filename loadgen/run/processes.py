@@ -52,7 +52,8 @@ def _worker(args) -> None:
 
 
 def run_stage_processes(target, spec, source, opts, *, processes: int, stage_index=0, loop_kind="auto",
-                        progress=None, on_record=None, window_probe=None, seed_index=None) -> StageResult:
+                        progress=None, on_record=None, window_probe=None, seed_index=None,
+                        stop=None) -> StageResult:
     """The stage's users spread over ``processes`` processes that share one window.
 
     CLOCK_MONOTONIC is system-wide, so every process opens and closes the window
@@ -60,11 +61,13 @@ def run_stage_processes(target, spec, source, opts, *, processes: int, stage_ind
     ``open_ns``); their results merge into one. Progress lines are the sum of
     the processes' own; Ctrl-C or SIGTERM in this process cuts every worker's
     share where it is and the merged partial stage is kept, as with one process.
+    ``stop``: an event (``is_set()``) that cuts the stage as Ctrl-C does (the ramp's watch on a server
+    that exited).
     """
     if processes <= 1:
         return run_stage_sync(target, spec, source, opts, stage_index=stage_index, loop_kind=loop_kind,
                               progress=progress, on_record=on_record, window_probe=window_probe,
-                              seed_index=seed_index)
+                              seed_index=seed_index, stop_event=stop)
     if not spec.open_loop:
         processes = min(processes, spec.concurrency)  # an open loop's schedule is shared arrival by arrival
     start_at = _now() + int(2e9)  # time for the workers to start and warm their pools
@@ -81,6 +84,8 @@ def run_stage_processes(target, spec, source, opts, *, processes: int, stage_ind
     interrupted = False
     try:
         while len(got) < processes:
+            if stop is not None and stop.is_set():
+                stop_event.set()  # every worker cuts its share; their results are still collected
             try:
                 while True:
                     i, p = progress_q.get_nowait()

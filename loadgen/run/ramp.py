@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -188,16 +189,25 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 probe = (plan.window_probe(target) if plan.window_probe is not None
                          else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
                 reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
+                # the first try is cut as soon as a server loadgen started exits (the retry runs to its end)
+                srv = running.get(target.label)
+                watch = ServerExit(srv) if srv is not None and retried is None else None
                 try:
                     res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
                                               stage_index=index0 + i, loop_kind=plan.loop, progress=line,
-                                              window_probe=probe, seed_index=slot.step)
+                                              window_probe=probe, seed_index=slot.step,
+                                              stop=None if watch is None else watch.exited)
                 except Interrupted as exc:
-                    line.done()
-                    if exc.partial is not None:
-                        writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
-                    writer.run["cut"] = {"by": "interrupt", "stages_not_run": n - i - 1}
-                    raise
+                    if watch is None or not watch.exited.is_set():  # Ctrl-C or SIGTERM
+                        line.done()
+                        if exc.partial is not None:
+                            writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
+                        writer.run["cut"] = {"by": "interrupt", "stages_not_run": n - i - 1}
+                        raise
+                    res = exc.partial  # cut where the server exited: only what it counted is told
+                finally:
+                    if watch is not None:
+                        watch.close()
                 line.done()
                 died = _died(running.get(target.label), target.label)
                 if died is None:
@@ -206,9 +216,10 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                     res.notes.append(f"the retried stage saw the server exit again: {died}")
                     log(f"    {died} again: the retried stage is kept as measured")
                     break
-                req = res.to_dict()["requests"]
+                req = res.to_dict()["requests"] if res is not None else {"completed": 0, "failed": 0}
                 retried = {"why": f"{died} during the stage", "first_try": {k: req[k] for k in ("completed", "failed")}}
-                log(f"    {died} during the stage ({req['completed']} ok, {req['failed']} failed): starting it "
+                cut = "; the stage cut where it was" if watch is not None and watch.exited.is_set() else ""
+                log(f"    {died} during the stage ({req['completed']} ok, {req['failed']} failed{cut}): starting it "
                     "again and running the stage once more")
                 _ensure_up(plan, target, running, servers,
                            None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
@@ -255,6 +266,26 @@ RESTARTS = 2
 """A server that exits on its own is started again at most this many times in a row."""
 RESTART_BACKOFF_S = (1.0, 4.0)
 """The wait before each of those starts."""
+
+
+class ServerExit:
+    """Watches a server loadgen started while a stage runs: ``exited`` is set once it has ended on its own
+    (the stage is then cut where it is, not run to its end against nothing)."""
+
+    def __init__(self, srv: ManagedServer, every_s: float = 0.2) -> None:
+        self.srv = srv
+        self.exited = threading.Event()
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, args=(every_s,), daemon=True, name="server-exit").start()
+
+    def _watch(self, every_s: float) -> None:
+        while not self._done.wait(every_s):
+            if self.srv.exited() is not None:
+                self.exited.set()
+                return
+
+    def close(self) -> None:
+        self._done.set()
 
 
 def _died(srv: ManagedServer | None, label: str) -> str | None:
