@@ -43,9 +43,9 @@ TIMER_LEAD_NS = 1_000_000
 """The event loop's timers wake up to 1 ms late (epoll's timeout is whole milliseconds, rounded up), so
 the dispatcher's timer is set this much early and the last part waited out with a precise sleep; the
 loop is held for at most this long per send, only when the next send is that close. Measured with
-``loadgen bench dispatch`` (docs/benchmarks.md): lag p50 0.16 ms at 50 req/s on a quiet 16-core host,
-0.25 ms on this 2-core virtual machine, whose p99 (3 ms, constant arrivals or Poisson) is its own
-scheduling: a bare 2 ms time.sleep on its idle core overshoots by 0.94 ms at p99, 4.5 ms at most."""
+``loadgen bench dispatch`` (docs/benchmarks.md): on a quiet 16-core host lag p50 0.15 ms and p99 0.3 ms
+at constant 50-200 req/s (Poisson: p99 0.6 ms at 50, 1.4-1.7 ms to 500, where sends fall due together);
+this 2-core virtual machine adds its own scheduling (a bare 2 ms time.sleep overshoots 0.94 ms at p99)."""
 COOLDOWN_BEHIND_NS = 1_000_000_000
 """After the window, a send already this late is skipped (counted in ``skipped_late``): cool-down sends
 only keep the load up while the window's requests finish, and a client that far behind has more than
