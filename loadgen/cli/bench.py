@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim|crossover|dispatch|rates|faults``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover|dispatch|rates|faults|soak``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ BENCHES = {
     "dispatch": "loadgen.bench.dispatch_bench",
     "rates": "loadgen.bench.rate_bench",
     "faults": "loadgen.bench.faults_bench",
+    "soak": "loadgen.bench.soak_bench",
 }
 
 
