@@ -21,7 +21,8 @@ prompt seeds; each process runs one dispatcher (loadgen/locust/openlive.py) that
 the one schedule (process k of n: arrivals k, k+n, …), so the shape asks Locust for no users at all.
 
 A worker that goes missing (Locust's heartbeat) or never reports: the master
-logs it, merges the other workers' data, and marks the stage incomplete.
+logs it, merges the other workers' data, and marks the stage incomplete. A worker that joins while a
+stage's window is still ahead or open starts that stage over on every worker (see ``_joined``).
 
 The server's own view (loadgen/locust/serverside.py): the conductor alone scrapes each stage's
 target around its window (``--server-metrics-interval``) and, with ``--reset-cache``, empties its
@@ -36,6 +37,7 @@ import socket
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -125,6 +127,8 @@ class _Running:
         self.begun = time.monotonic()
         self.server: StageServer | None = None
         self.reset: dict | None = None
+        self.notes: list[str] = []
+        """Said in the written stage (a start-over, and why)."""
 
     @property
     def pending(self) -> list[str]:
@@ -233,6 +237,10 @@ class Conductor:
             self.new_run()
         if self.cur is not None:
             self._check_lost()
+            joined = self._joined()
+            if joined:
+                self._start_over(joined)
+        if self.cur is not None:
             server = self.cur.server
             if not self.cur.pending and server is not None and not server.done and not server.opened:
                 server.abort()  # every part is in and the window was never scraped: nothing to wait for
@@ -295,6 +303,41 @@ class Conductor:
                  f"window {plan.duration_s:g}s" if plan.duration_s is not None else f"{plan.requests} requests",
                  f" on {len(plan.shares)} workers" if self.distributed else "")
         return True
+
+    def _joined(self) -> list[str]:
+        """Workers that connected after the running stage began, while its window is still ahead or open.
+
+        Locust 2.47 re-dispatches the users as soon as a worker connects to a running test (MasterRunner's
+        ``client_ready``, with or without --enable-rebalancing): it moves users of the stage off the workers
+        that have its plan to the new one, which has none, so they idle. Measured (ladder 2, 2 s window, a
+        worker joining during baseline C=2): the server ran a median of 1 request at once (mean 1.25) over a
+        window written as C=2 and complete, 5 requests and 436 tok/s (started over: 8 and 769 tok/s). Such a
+        stage is started over on every worker, the new one too; a worker that joins once the window has
+        closed (a part is in, or its end has passed) changes no figure: it waits for the next stage, as it
+        does in an open-loop stage (no Locust users to move)."""
+        cur = self.cur
+        if self.executor is not None or cur.parts or cur.plan.open_loop:
+            return []
+        p = cur.plan
+        if p.duration_s is not None and p.start_at_ns is not None:
+            end = p.start_at_ns + int((p.warmup_s + p.duration_s) * 1e9)
+            if time.perf_counter_ns() >= end:
+                return []
+        return [w for w in self._live_workers() if w not in cur.expected]
+
+    def _start_over(self, joined: list[str]) -> None:
+        cur = self.cur
+        plan = replace(cur.plan, attempt=cur.plan.attempt + 1)  # a new key: a part of the old attempt is dropped
+        names = ", ".join(self._worker_name(w) for w in joined)
+        why = (f"started over: {names} joined before its window closed (Locust moves users to a worker that "
+               "joins; the first attempt's figures are dropped)")
+        log.warning("loadgen: stage %d/%d (%s %s) %s", plan.index + 1, len(self.plans), plan.label, plan.load_words,
+                    why)
+        if cur.server is not None:
+            cur.server.abort()
+        self.cur = None
+        if self._begin(plan):  # its loadgen_stage message makes each worker drop the old attempt (Executor.begin)
+            self.cur.notes = cur.notes + [why]
 
     def _probed(self, plan: StagePlan) -> dict:
         if plan.label not in self.probed:
@@ -398,6 +441,7 @@ class Conductor:
         if notes:
             merged.incomplete = True
             merged.notes.extend(notes)
+        merged.notes.extend(cur.notes)
         if cur.server is not None:
             cur.server.finish(merged, [(cur.parts.get(w) or {}).get("edges") for w in cur.expected],
                               socket.gethostname())

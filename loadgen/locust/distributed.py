@@ -14,6 +14,7 @@ them exactly and notices workers that went missing (see conductor.py).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 
 import gevent
@@ -28,9 +29,18 @@ STAGE_MSG = "loadgen_stage"
 ABORT_MSG = "loadgen_abort"
 SCRAPED_MSG = "loadgen_scraped"
 """The master read the server after the window: the workers' users need not be held for it any longer."""
+MASTER_TIMEOUT_S = float(os.environ.get("LOADGEN_MASTER_TIMEOUT_S", "10"))
+"""A worker that hears no heartbeat from its master for this long quits (Locust's own MASTER_HEARTBEAT_TIMEOUT is
+60 s: measured, workers whose master was SIGKILLed mid-stage exited 60.6 s later, their users streaming against
+the target meanwhile). The master answers each worker heartbeat (every 1 s) and itself gives a worker up after
+3 missed ones, so 10 s without an answer is a master gone, not a busy one."""
 
 
 def setup_worker(environment, runner) -> Executor:
+    import locust.runners
+
+    # read at each check by WorkerRunner.heartbeat_timeout_checker (a module global)
+    locust.runners.MASTER_HEARTBEAT_TIMEOUT = MASTER_TIMEOUT_S
     outbox: list[dict] = []
 
     def send_now() -> None:

@@ -48,6 +48,9 @@ class StagePlan:
     read_timeout_s: float = 120.0
     loop: str = "auto"
     run_id: str = ""
+    attempt: int = 0
+    """How often this stage was started over (a worker joined before its window closed): part of ``key``, so a
+    part of an abandoned attempt is never merged into the new one."""
     start_at_ns: int | None = None
     """Absolute CLOCK_MONOTONIC start for processes on the conductor's host (one shared window)."""
     host: str = ""
@@ -81,7 +84,7 @@ class StagePlan:
 
     @property
     def key(self) -> str:
-        return f"{self.run_id}:{self.index}"
+        return f"{self.run_id}:{self.index}" + (f"+{self.attempt}" if self.attempt else "")
 
     def to_msg(self) -> dict:
         return asdict(self)
