@@ -134,6 +134,10 @@ def _master_killed(tmp_path, sig):
     finally:
         for p in (master, *workers):
             stop(p)
+        try:  # a SIGKILLed master leaves its embedded simulators running (its children; docs/locust.md)
+            os.killpg(master.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     print(f"workers exited {took:.1f} s after the master got {sig.name}")
     return out, took
 
