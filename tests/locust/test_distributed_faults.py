@@ -78,7 +78,7 @@ def test_worker_killed_mid_stage_is_merged_without_and_the_ladder_goes_on(tmp_pa
     assert second["requests"]["completed"] > 0
 
 
-def test_late_worker_gets_the_next_stage_and_its_part_merges(tmp_path):
+def test_late_worker_starts_the_running_stage_over_and_its_part_merges(tmp_path):
     out = tmp_path / "out"
     # a 3 s window: the late worker's start-up (about 1.6 s here) lands well inside stage 1's first attempt
     master, port = _master(tmp_path, 1, "--ladder", "2", *SHORT, "--duration", "3s", "--out", str(out),
