@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +18,14 @@ from collections import deque
 from collections.abc import Sequence
 
 from loadgen.errors import LoadgenError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 _LISTENING = re.compile(r"^loadgen sim: listening on (http://\S+)$")
 
@@ -68,10 +77,17 @@ class SimProcess:
     def _preexec(self) -> None:
         if self.cpu is not None:
             os.sched_setaffinity(0, {self.cpu})
+        if self._die_with_parent:
+            # Linux's PR_SET_PDEATHSIG: the simulator gets SIGTERM when loadgen dies, even by SIGKILL (a Locust
+            # master killed so left both its simulators running, parented to init)
+            _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
     def start(self) -> SimProcess:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # the death signal follows the thread that forked, not the process: only from the main thread (a
+        # thread that started one and ended would take the simulator with it)
+        self._die_with_parent = sys.platform == "linux" and threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -79,7 +95,7 @@ class SimProcess:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            preexec_fn=self._preexec if self.cpu is not None else None,
+            preexec_fn=self._preexec if self.cpu is not None or self._die_with_parent else None,
         )
         lines: deque[str] = deque()
         got = threading.Event()

@@ -4,6 +4,8 @@ back ends the run with what was measured kept and one line; a server loadgen did
 failures and the ladder goes on."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -122,7 +124,8 @@ def test_a_server_loadgen_did_not_start_records_its_failures_and_the_ladder_goes
     for mode in ("baseline", "spec"):
         (tmp_path / mode).mkdir()
     sims = [subprocess.Popen([sys.executable, str(wrap), str(tmp_path / mode), "--port", str(port), "--time-scale",
-                              "10", "--mode", mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              "10", "--mode", mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
             for port, mode in zip(ports, ("baseline", "spec"))]
     try:
         for port in ports:
@@ -134,8 +137,8 @@ def test_a_server_loadgen_did_not_start_records_its_failures_and_the_ladder_goes
         rc, so, se = crash_during_second_stage(tmp_path, "--baseline-url", base, "--spec-url", spec,
                                                die=tmp_path / "baseline")
     finally:
-        for s in sims:
-            s.kill()
+        for s in sims:  # the wrapper and the simulator it started (killing the wrapper alone left the spec's)
+            os.killpg(s.pid, signal.SIGKILL)
             s.wait()
     assert rc == 0, se
     doc = json.loads((tmp_path / "xo" / "run.json").read_text())

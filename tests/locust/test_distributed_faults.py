@@ -128,13 +128,14 @@ def _master_killed(tmp_path, sig):
         for w in workers:
             w.wait(30)  # raises if a worker is still there
         took = time.monotonic() - t_kill
-        if sig == signal.SIGTERM:  # a clean quit: the master and its embedded simulators are gone too
-            master.wait(15)
-            wait_for(lambda: _group_gone(master.pid), 15, "the master's simulators to stop")
+        # the master and its embedded simulators are gone too: on SIGTERM it stops them, on SIGKILL they get
+        # their parent's death signal (loadgen/sim/process.py)
+        master.wait(15)
+        wait_for(lambda: _group_gone(master.pid), 15, "the master's simulators to stop")
     finally:
         for p in (master, *workers):
             stop(p)
-        try:  # a SIGKILLed master leaves its embedded simulators running (its children; docs/locust.md)
+        try:  # whatever a failed assertion above left
             os.killpg(master.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
