@@ -37,7 +37,7 @@ from loadgen.analysis.crossover import StageSamples, analyze
 from loadgen.analysis.results import BASELINE_TO_SPEC
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
-from loadgen.stage.saturation import saturation
+from loadgen.stage.saturation import Saturation, saturation
 from loadgen.stage.selfcheck import _buckets
 
 RATE_METRICS = ("decode_rate", "e2e_planned_mean", "ttft_planned_p50", "ttft_planned_p99", "tpot_p50", "itl_p50",
@@ -195,8 +195,7 @@ def is_rate_run(doc: dict) -> bool:
     return any(s.get("open_loop") for s in doc.get("stages", []))
 
 
-def _point(s: dict) -> RatePoint:
-    sat = saturation(s)
+def _point(s: dict, sat: Saturation) -> RatePoint:
     ol = s.get("open_loop") or {}
     fig = {f"{m}_p{p}": (s.get(m) or {}).get(f"p{p}") for m in ("ttft_planned", "tpot", "itl", "e2e_planned")
            for p in (50, 99)}
@@ -210,10 +209,9 @@ def _workloads(s: dict) -> list[str]:
     return sorted(s.get("workloads", {})) or ["all"]
 
 
-def _why_left_out(s: dict) -> str:
+def _why_left_out(s: dict, sat: Saturation) -> str:
     if not (s.get("open_loop") or {}).get("lag_flagged"):
         return "its window did not run whole"
-    sat = saturation(s)
     return "its dispatch lag was flagged (the schedule was not kept)" + (
         "; the server saturated all the same, which bounds its capacity" if sat.saturated and sat.servers else "")
 
@@ -226,11 +224,13 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
     ladder = sorted({float(v) for v in (doc.get("run", {}).get("open_loop") or {}).get("ladder") or []}) or None
     for wl in sorted({w for s in stages for w in _workloads(s)}):
         mine = [s for s in stages if wl in _workloads(s)]
-        out.points[wl] = sorted((_point(s) for s in mine), key=lambda p: (labels.index(p.target)
+        # each stage's saturation read once (it decodes the stage's binned histograms): points, capacity
+        sats = {id(s): saturation(s) for s in mine}
+        out.points[wl] = sorted((_point(s, sats[id(s)]) for s in mine), key=lambda p: (labels.index(p.target)
                                                                           if p.target in labels else 99, p.rate))
         out.saturation[wl] = {t: _saturates(t, [p for p in out.points[wl] if p.target == t]) for t in labels}
         usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")]
-        out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s)}
+        out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s, sats[id(s)])}
                             for s in mine if s not in usable]
         for cand in cands:
             per = {}
@@ -260,8 +260,8 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
             # planned and the server still fell behind (a CI run lost the 30 req/s stage that bounded baseline's
             # capacity this way, and said only "above 12")
             held = usable + [s for s in mine if s not in usable and window_whole(s)
-                             and (sat := saturation(s)).saturated and sat.servers]
-            caps = {t: capacity(t, [s for s in held if s["target"] == t], wl, slos, confidence, seed)
+                             and sats[id(s)].saturated and sats[id(s)].servers]
+            caps = {t: capacity(t, [s for s in held if s["target"] == t], wl, slos, confidence, seed, sats=sats)
                     for t in labels}
             caps = {t: c for t, c in caps.items() if c is not None}
             out.capacity[wl] = caps
@@ -362,10 +362,9 @@ def _pct(parts: list[tuple[np.ndarray, np.ndarray]], p: float) -> float | None:
     return float(v[min(k, len(v) - 1)])
 
 
-def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int) -> list[dict]:
+def _margins(s: dict, wl: str, slos: list[SloTerm], level: float, seed: int, sat: Saturation) -> list[dict]:
     """Per SLO, the stage's log(value / limit) with a block-bootstrap band at ``level``; [] without samples."""
     rate = float(s["rate"])
-    sat = saturation(s)
     if sat.saturated:
         return [{"rate": rate, "margin": math.inf, "low": math.inf, "high": math.inf, "slo": t.text,
                  "worst": "saturated", "ceiling": sat.ceiling_per_s} for t in slos]
@@ -436,15 +435,17 @@ def _one(rows: list[dict]) -> tuple[float | None, float | None, float | None, st
 
 
 def capacity(target: str, stages: list[dict], wl: str, slos: list[SloTerm], confidence: float,
-             seed: int = 0) -> Capacity | None:
-    """The highest rate meeting every SLO: each SLO's own crossing (interpolated on its own margin, so a
+             seed: int = 0, sats: dict[int, Saturation] | None = None) -> Capacity | None:
+    """The highest rate meeting every SLO (``sats``: the stages' saturation verdicts by id, when read already): each SLO's own crossing (interpolated on its own margin, so a
     limit that binds late does not bend another's line), the lowest of them, and of their bands' ends
     (each SLO's band at the Šidák share of the level over the stages and the SLOs)."""
     stages = sorted(stages, key=lambda s: s["rate"])
     if not stages:
         return None
     level = confidence ** (1.0 / (len(stages) * len(slos)))
-    per_stage = [m for m in (_margins(s, wl, slos, level, seed) for s in stages) if m]
+    sats = sats or {}
+    per_stage = [m for m in (_margins(s, wl, slos, level, seed, sats.get(id(s)) or saturation(s)) for s in stages)
+                 if m]
     if not per_stage:
         return Capacity(target, None, None, None, [], f"{target}: no stage had samples of every SLO")
     rows = [max(m, key=lambda r: r["margin"]) | {"worst": max(m, key=lambda r: r["margin"])["slo"]}
