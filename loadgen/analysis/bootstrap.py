@@ -88,33 +88,36 @@ class Boot:
 
 
 @functools.lru_cache(maxsize=512)
-def _bootstrap_means(xs: tuple[float, ...], length: int, n_boot: int, seed: str) -> tuple[float, ...]:
+def _bootstrap_means(xs: tuple[float, ...], length: int, n_boot: int, seed: str,
+                     weights: tuple[float, ...] | None = None) -> tuple[float, ...]:
     """Bootstrap means, cached: refinement re-analyses the same stages many times."""
-    return tuple(stats.circular_block_bootstrap_means(xs, length, n_boot, random.Random(seed)))
+    return tuple(stats.circular_block_bootstrap_means(xs, length, n_boot, random.Random(seed), weights))
 
 
 # 256: a run's comparisons (7 metrics x 8 stages x 3 workloads = 168), which judging reads several times each;
 # a Boot holds 2 x n_boot floats, so the cache stays under ~25 MB.
 @functools.lru_cache(maxsize=256)
 def bootstrap(concurrency: int, rho: float, xb: tuple[float, ...], xs: tuple[float, ...], seed: int,
-              n_boot: int, paired: bool = False) -> tuple[Boot, int, int]:
+              n_boot: int, paired: bool = False, wb: tuple[float, ...] | None = None,
+              ws: tuple[float, ...] | None = None) -> tuple[Boot, int, int]:
     """(the Boot, baseline block length, spec block length) of one comparison.
 
     ``xb``/``xs``: checked samples, both at least 2 with positive means; ``rho``: already clamped.
     ``paired``: equal-length series aligned window by window, resampled at the same blocks (one seed
     string for both), so what moves both alike (an open loop's shared schedule: at 15 req/s its
     bursts moved both targets' per-window decode rate between 86 and 211 tok/s) cancels in the ratio.
+    ``wb``/``ws``: per-window weights, each side's mean then weighted (StageSamples.weights).
     """
     per_target = []
     if paired and len(xb) != len(xs):
         raise ValueError(f"C={concurrency}: paired series differ in length ({len(xb)}, {len(xs)})")
-    for who, xx in (("baseline", xb), ("spec", xs)):
+    for who, xx, ww in (("baseline", xb, wb), ("spec", xs, ws)):
         n = len(xx)
-        m = stats.mean(xx)
+        m = stats.weighted_mean(xx, ww)
         length = stats.block_length(n, rho)
         # The seed strings keep the module's old name (loadgen.crossover): a seed change would move every interval.
         name = f"loadgen.crossover:{seed}:{concurrency}:{'paired' if paired else who}"
-        reps = _bootstrap_means(xx, length, n_boot, name)
+        reps = _bootstrap_means(xx, length, n_boot, name, ww)
         floor = m * 1e-9
         log_m = math.log(m)
         inflate = math.sqrt(stats.variance_correction(n, length, rho))
@@ -128,7 +131,8 @@ def bootstrap(concurrency: int, rho: float, xb: tuple[float, ...], xs: tuple[flo
         df = (vb + vs) ** 2 / (vb * vb / dfb + vs * vs / dfs)
     else:
         df = 1e9
-    return Boot(math.log(stats.mean(xs) / stats.mean(xb)), [s - b for s, b in zip(ds, db)], df), lb, ls
+    return Boot(math.log(stats.weighted_mean(xs, ws) / stats.weighted_mean(xb, wb)), [s - b for s, b in zip(ds, db)],
+                df), lb, ls
 
 
 @functools.lru_cache(maxsize=512)

@@ -45,6 +45,16 @@ def _check_samples(s: StageSamples, who: str) -> list[float]:
     return xs
 
 
+def _weights(s: StageSamples, xs: list[float], who: str) -> list[float] | None:
+    if s.weights is None:
+        return None
+    ws = [float(w) for w in s.weights]
+    if len(ws) != len(xs) or any(not math.isfinite(w) or w < 0.0 for w in ws) or (ws and math.fsum(ws) <= 0.0):
+        raise ValueError(f"{who} stage C={s.concurrency}: weights must be one finite value >= 0 per sample, "
+                         "not all zero")
+    return ws
+
+
 def compare_stage(
     base: StageSamples,
     spec: StageSamples,
@@ -74,8 +84,9 @@ def compare_stage(
     hib = base.higher_is_better
     xb = _check_samples(base, "baseline")
     xs = _check_samples(spec, "spec")
-    mb = stats.mean(xb) if xb else 0.0
-    ms = stats.mean(xs) if xs else 0.0
+    wb, ws = _weights(base, xb, "baseline"), _weights(spec, xs, "spec")
+    mb = stats.weighted_mean(xb, wb) if xb else 0.0
+    ms = stats.weighted_mean(xs, ws) if xs else 0.0
 
     def unusable(note: str, delta: float | None = None) -> StageComparison:
         return StageComparison(c, hib, len(xb), len(xs), mb, ms, delta, None, None, confidence, margin, TIE, note=note,
@@ -92,7 +103,7 @@ def compare_stage(
     if rho is None:
         rho = stats.pooled_autocorrelation([xb, xs])
     rho = min(max(float(rho), 0.0), 0.8)
-    inputs = Bootstrap(xb, xs, seed, n_boot, paired and len(xb) == len(xs))
+    inputs = Bootstrap(xb, xs, seed, n_boot, paired and len(xb) == len(xs), wb, ws)
     boot, lb, ls = bootstrap(c, rho, *inputs.key())
     df = boot.df
     delta = ms / mb - 1.0

@@ -243,15 +243,17 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
                 m = _metric(name)
                 by: dict[str, list[StageSamples]] = {ref: [], cand: []}
                 for r in rates:
-                    xa, xb = aligned(m, _tl(first[(ref, r)], wl), _tl(first[(cand, r)], wl))
-                    if len(xa) >= 2:
-                        by[ref].append(StageSamples(r, xa, m.higher_is_better))
-                        by[cand].append(StageSamples(r, xb, m.higher_is_better))
+                    sa, sb = aligned(m, _tl(first[(ref, r)], wl), _tl(first[(cand, r)], wl))
+                    if len(sa.samples) >= 2:
+                        sa.concurrency = sb.concurrency = r
+                        by[ref].append(sa)
+                        by[cand].append(sb)
                 if not by[ref]:
                     continue
                 common = [x.concurrency for x in by[ref]]
                 a = analyze(name, by[ref], by[cand], confidence=confidence, margin=margin, seed=seed,
-                            ladder=[r for r in ladder if r in common] if ladder else None, paired=True)
+                            ladder=[r for r in ladder if r in common] if ladder else None, paired=True,
+                            to_stages=True)
                 per[name] = {"label": m.label, "unit": m.unit, "analysis": a.to_dict(),
                              "sentence": rate_sentence(m.label, a, ref, cand)}
             out.metrics.setdefault(wl, {})[cand] = per
@@ -269,26 +271,32 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
     return out
 
 
-def per_bin(m: CrossoverMetric, tl: dict) -> list[float | None]:
-    """A metric's value in each of a timeline's bins, None where the bin has none (too few samples, no
-    request), so two stages' bins can be set side by side."""
+def per_bin(m: CrossoverMetric, tl: dict) -> list[tuple[float, float | None] | None]:
+    """A metric's (value, weight) in each of a timeline's bins, None where the bin has none (too few
+    samples, no request), so two stages' bins can be set side by side. The weight is the requests behind
+    a per-request figure (a mean's count, a percentile's samples), None for a rate over the bin's time."""
     s = m.spec
     if s.kind == "rate":
-        return [v / tl["bin_s"] for v in tl.get(s.series[0], [])]
+        return [(v / tl["bin_s"], None) for v in tl.get(s.series[0], [])]
     if s.kind == "ratio":
-        return [n / d if d else None for n, d in zip(tl.get(s.series[0], []), tl.get(s.series[1], []))]
-    out: list[float | None] = []
+        return [(n / d, d) if d else None for n, d in zip(tl.get(s.series[0], []), tl.get(s.series[1], []))]
+    out: list[tuple[float, float | None] | None] = []
     for text in tl.get(f"{s.series[0]}_hdr", []):
         h = Hist.decode(text, digits=2) if text else None
-        out.append(h.percentile(s.percentile) / 1000 if h is not None and h.count >= max(1, s.min_count) else None)
+        ok = h is not None and h.count >= max(1, s.min_count)
+        out.append((h.percentile(s.percentile) / 1000, float(h.count)) if ok else None)
     return out
 
 
-def aligned(m: CrossoverMetric, tl_a: dict, tl_b: dict) -> tuple[list[float], list[float]]:
-    """Both stages' values at the bins where each has one: the same planned arrivals, window by window."""
-    a, b = per_bin(m, tl_a), per_bin(m, tl_b)
-    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
-    return [x for x, _ in pairs], [y for _, y in pairs]
+def aligned(m: CrossoverMetric, tl_a: dict, tl_b: dict) -> tuple[StageSamples, StageSamples]:
+    """Both stages' values at the bins where each has one (the same planned arrivals, window by window),
+    weighted by their requests where the figure is per request (StageSamples.weights), with rate 0 as
+    the concurrency until the caller sets it."""
+    pairs = [(x, y) for x, y in zip(per_bin(m, tl_a), per_bin(m, tl_b)) if x is not None and y is not None]
+    weighted = pairs and pairs[0][0][1] is not None
+    hib = m.higher_is_better
+    return tuple(StageSamples(0, [p[k][0] for p in pairs], hib, [p[k][1] for p in pairs] if weighted else None)
+                 for k in (0, 1))
 
 
 def _tl(s: dict, wl: str) -> dict:

@@ -27,6 +27,7 @@ from typing import Sequence
 
 __all__ = [
     "mean",
+    "weighted_mean",
     "lag1_autocorrelation",
     "pooled_autocorrelation",
     "block_length",
@@ -46,6 +47,13 @@ _NORMAL = NormalDist()
 
 def mean(xs: Sequence[float]) -> float:
     return math.fsum(xs) / len(xs)
+
+
+def weighted_mean(xs: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """The mean of ``xs``, or with ``weights`` their weighted mean (sum w x / sum w)."""
+    if weights is None:
+        return mean(xs)
+    return math.fsum(w * x for w, x in zip(weights, xs)) / math.fsum(weights)
 
 
 # --------------------------------------------------------------------------- blocks
@@ -139,7 +147,7 @@ def variance_correction(n: int, length: int, rho: float) -> float:
 
 
 def circular_block_bootstrap_means(
-    xs: Sequence[float], length: int, n_boot: int, rng: random.Random
+    xs: Sequence[float], length: int, n_boot: int, rng: random.Random, weights: Sequence[float] | None = None
 ) -> list[float]:
     """``n_boot`` circular-block-bootstrap replicates of the mean of ``xs``.
 
@@ -148,28 +156,51 @@ def circular_block_bootstrap_means(
     wrapped around its end (Politis & Romano 1992) so that every value is equally
     likely to be drawn; the last block is cut so each replicate has exactly
     ``n`` values.  Only block sums are needed, so the cost is one random draw per
-    block.
+    block.  With ``weights`` (one per value, > 0 in sum) each replicate is the
+    weighted mean of the values it drew, sum w x / sum w over them: the ratio
+    estimator of a per-request mean from per-window sums and counts.  The draws
+    are the same as without weights, so paired series resampled with one seed
+    still draw the same windows.
     """
     n = len(xs)
     if n == 0:
         raise ValueError("cannot bootstrap an empty series")
     length = max(1, min(int(length), n))
-    ext = list(xs) + list(xs[: length - 1])
     full_blocks, rest = divmod(n, length)
     if rest == 0:
         full_blocks -= 1
         rest = length
-    # every replicate = `full_blocks` whole blocks + one block cut to `rest` values
-    whole = [math.fsum(ext[i : i + length]) for i in range(n)]
-    cut = [math.fsum(ext[i : i + rest]) for i in range(n)]
-    last = rng.choices(cut, k=n_boot)
-    if full_blocks == 0:
-        return [s / n for s in last]
-    draws = rng.choices(whole, k=n_boot * full_blocks)
+
+    def sums(vs: Sequence[float]) -> tuple[list[float], list[float]]:
+        ext = list(vs) + list(vs[: length - 1])
+        return [math.fsum(ext[i : i + length]) for i in range(n)], [math.fsum(ext[i : i + rest]) for i in range(n)]
+
+    if weights is None:
+        # every replicate = `full_blocks` whole blocks + one block cut to `rest` values
+        whole, cut = sums(xs)
+        last = rng.choices(cut, k=n_boot)
+        if full_blocks == 0:
+            return [s / n for s in last]
+        draws = rng.choices(whole, k=n_boot * full_blocks)
+        out = []
+        for b in range(n_boot):
+            j = b * full_blocks
+            out.append((math.fsum(draws[j : j + full_blocks]) + last[b]) / n)
+        return out
+    if len(weights) != n:
+        raise ValueError(f"{len(weights)} weights for {n} values")
+    whole_x, cut_x = sums([w * x for w, x in zip(weights, xs)])
+    whole_w, cut_w = sums(weights)
+    # rng.choices over n items draws floor(random() * n): indices drawn here are the values drawn above
+    last = rng.choices(range(n), k=n_boot)
+    draws = rng.choices(range(n), k=n_boot * full_blocks) if full_blocks else []
     out = []
     for b in range(n_boot):
         j = b * full_blocks
-        out.append((math.fsum(draws[j : j + full_blocks]) + last[b]) / n)
+        picked = draws[j : j + full_blocks]
+        num = math.fsum(whole_x[i] for i in picked) + cut_x[last[b]]
+        den = math.fsum(whole_w[i] for i in picked) + cut_w[last[b]]
+        out.append(num / den if den > 0 else math.nan)
     return out
 
 

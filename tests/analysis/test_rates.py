@@ -106,3 +106,69 @@ def test_slo_syntax_and_sentence():
     assert capacity_sentence(caps, slos, "base", ["spec"]) == (
         "with spec, capacity under TTFT p99 ≤ 800 ms and TPOT p50 ≤ 40 ms is 15.6 req/s (14.1–18), "
         "against 12 req/s (11–13.5) for base.")
+
+
+def test_a_per_request_mean_weights_each_window_by_its_requests():
+    """Windows of an open loop hold unequal numbers of requests, and the heavy ones are the slow ones: the
+    stage's E2E mean is the mean over its requests (sum over count), not the mean of window means."""
+    from loadgen.analysis.rates import aligned, _metric
+
+    m = _metric("e2e_planned_mean")
+    counts = [10, 40, 10, 40, 10, 40]
+    tl_a = {"bin_s": 1.0, "completed": counts, "e2e_planned_sum": [n * (100 if n == 10 else 300) for n in counts]}
+    tl_b = {"bin_s": 1.0, "completed": counts, "e2e_planned_sum": [n * (100 if n == 10 else 200) for n in counts]}
+    sa, sb = aligned(m, tl_a, tl_b)
+    assert sa.weights == counts and sb.weights == counts
+    c = analyze("e2e_planned_mean", [StageSamples(10.0, sa.samples, False, sa.weights)],
+                [StageSamples(10.0, sb.samples, False, sb.weights)], paired=True).comparisons[0]
+    per_request = (10 * 100 + 40 * 200) / (10 * 100 + 40 * 300) - 1  # -30.8 %
+    assert c.delta == pytest.approx(per_request)
+    assert c.mean_baseline == pytest.approx((10 * 100 + 40 * 300) / 50)
+    assert (150 / 200 - 1) != pytest.approx(per_request, abs=0.05)  # what equal weights said: -25 %
+    # a rate over the bin's time has no weights: tokens/s per window averages to the stage's tokens/s
+    assert aligned(_metric("goodput_requests_per_s"), {"bin_s": 1.0, "good": [1, 2]},
+                   {"bin_s": 1.0, "good": [1, 2]})[0].weights is None
+
+
+def test_weighted_replicates_are_ratio_estimators_of_the_windows_drawn():
+    from loadgen.analysis import stats
+
+    xs = [1.0, 5.0, 2.0, 8.0, 3.0, 7.0, 4.0]
+    ws = [3.0, 1.0, 2.0, 1.0, 5.0, 2.0, 1.0]
+    plain = stats.circular_block_bootstrap_means(xs, 3, 50, random.Random(4))
+    equal = stats.circular_block_bootstrap_means(xs, 3, 50, random.Random(4), [2.0] * 7)
+    assert equal == pytest.approx(plain)  # same draws: paired series stay paired
+    weighted = stats.circular_block_bootstrap_means(xs, 3, 2000, random.Random(5), ws)
+    target = stats.weighted_mean(xs, ws)
+    assert abs(stats.mean(weighted) - target) < 0.15 * target
+    assert min(weighted) >= min(xs) and max(weighted) <= max(xs)
+    with pytest.raises(ValueError, match="weights"):
+        analyze("x", [StageSamples(1.0, [1.0, 2.0], False, [1.0])], [StageSamples(1.0, [1.0, 2.0], False)])
+
+
+def test_a_rate_crossover_interval_ends_at_measured_stages():
+    """Between two stages the difference can bend (towards saturation it does: the simulator's decode-rate
+    difference is -1.1 % at 20 req/s and +12.8 % at 27, zero at 21.2 where a straight line says 20.5), so
+    on the rate axis the interval reaches out to the stages around the gaps it lies in."""
+    rng = random.Random(3)
+    rates = [5.0, 10.0, 20.0, 27.0, 32.0]
+    truth = {5.0: 0.057, 10.0: 0.057, 20.0: 0.011, 27.0: -0.128, 32.0: -0.33}  # spec's E2E against baseline's
+
+    def stages(effect: float) -> tuple[list[float], list[float]]:
+        a = [100 * math.exp(rng.gauss(0, 0.05)) for _ in range(20)]
+        return a, [x * (1 + effect) * math.exp(rng.gauss(0, 0.01)) for x in a]
+
+    pairs = {r: stages(truth[r]) for r in rates}
+    kw = dict(paired=True)
+    inside = analyze("e2e", [StageSamples(r, pairs[r][0], False) for r in rates],
+                     [StageSamples(r, pairs[r][1], False) for r in rates], **kw)
+    staged = analyze("e2e", [StageSamples(r, pairs[r][0], False) for r in rates],
+                     [StageSamples(r, pairs[r][1], False) for r in rates], to_stages=True, **kw)
+    (x,), (y,) = inside.crossovers, staged.crossovers
+    assert x.estimate == pytest.approx(y.estimate)
+    assert 20.0 < x.ci_low and x.ci_high < 27.0  # interpolated: inside the gap
+    assert (y.ci_low, y.ci_high) == (pytest.approx(20.0), pytest.approx(27.0))
+    again = type(staged).from_dict(staged.to_dict())
+    from loadgen.analysis.crossover import judge
+
+    assert judge(again).crossovers[0].ci_high == pytest.approx(27.0)  # kept through rates.json
