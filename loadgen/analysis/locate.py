@@ -109,9 +109,9 @@ def _place(
     widened to the stages on either side of every gap it reaches into. Interpolation assumes the
     difference is straight on log rate between two stages; towards saturation it bends sharply (the
     simulator's decode-rate difference: -5.7 % at 10 req/s, -1.1 % at 20, +12.8 % at 27, +33 % at 32),
-    so the straight line put the zero at 20.5 where it is 21.2, and 90 %-level intervals interpolated
-    inside the 20-27 gap missed it in 3-4 of 12 seeds. Only a stage measured inside the gap narrows it
-    (``--refine``)."""
+    so the straight line put the zero at 20.5 where it is 21.2, and intervals interpolated inside the
+    20-27 gap missed it in 1-3 of 12 seeds per metric. Only a rate measured inside the gap narrows it
+    (on the concurrency axis, ``--refine`` adds such stages)."""
     xs = [math.log(c.concurrency) for c in span]
     increasing = span[-1].delta > span[0].delta
     boots = [boot_of(c) for c in span]
