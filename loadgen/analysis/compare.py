@@ -25,6 +25,7 @@ from loadgen.analysis.coverage import (
     fmt_cs,
     planned_stages,
     run_cut_words,
+    sim_starved,
     window_whole,
 )
 from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs, batch_sentence, excluded_words, policy_sentence
@@ -139,7 +140,7 @@ def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
     request failed: :func:`all_failed`)."""
     out: dict[tuple[str, str, int], list[dict]] = {}
     for s in doc.get("stages", []):
-        if not window_whole(s) or all_failed(s):
+        if not window_whole(s) or all_failed(s) or sim_starved(s):
             continue
         for wl, m in s.get("workloads", {}).items():
             out.setdefault((s["target"], wl, s["concurrency"]), []).append(m["timeline"])

@@ -22,6 +22,12 @@ def window_whole(s: dict) -> bool:
     return not s.get("incomplete") or (s.get("cut") or {}).get("phase") == "cool-down"
 
 
+def sim_starved(s: dict) -> bool:
+    """A stage whose embedded simulator fell behind its own model (loadgen.serverview.simclock): what it
+    served was not the modelled server, so no analysis uses it."""
+    return bool((s.get("simulator") or {}).get("starved"))
+
+
 # --------------------------------------------------------------------------- what a verdict rests on
 
 CUT_BY = {"interrupt": "an interrupt", "max-stage-time": "--max-stage-time", "max-run-time": "--max-run-time",

@@ -33,6 +33,7 @@ import numpy as np
 
 from loadgen.analysis import stats
 from loadgen.analysis.compare import METRICS, CrossoverMetric, window_whole
+from loadgen.analysis.coverage import sim_starved
 from loadgen.analysis.crossover import StageSamples, analyze
 from loadgen.analysis.results import BASELINE_TO_SPEC
 from loadgen.errors import LoadgenError
@@ -210,6 +211,8 @@ def _workloads(s: dict) -> list[str]:
 
 
 def _why_left_out(s: dict, sat: Saturation) -> str:
+    if sim_starved(s):
+        return "its embedded simulator was starved of CPU (it served slower than its model)"
     if not (s.get("open_loop") or {}).get("lag_flagged"):
         return "its window did not run whole"
     return "its dispatch lag was flagged (the schedule was not kept)" + (
@@ -229,7 +232,8 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
         out.points[wl] = sorted((_point(s, sats[id(s)]) for s in mine), key=lambda p: (labels.index(p.target)
                                                                           if p.target in labels else 99, p.rate))
         out.saturation[wl] = {t: _saturates(t, [p for p in out.points[wl] if p.target == t]) for t in labels}
-        usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")]
+        usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")
+                  and not sim_starved(s)]
         out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s, sats[id(s)])}
                             for s in mine if s not in usable]
         for cand in cands:
@@ -261,7 +265,7 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
             # a lag-flagged stage that saturated all the same is evidence too: its client offered less than
             # planned and the server still fell behind (a CI run lost the 30 req/s stage that bounded baseline's
             # capacity this way, and said only "above 12")
-            held = usable + [s for s in mine if s not in usable and window_whole(s)
+            held = usable + [s for s in mine if s not in usable and window_whole(s) and not sim_starved(s)
                              and sats[id(s)].saturated and sats[id(s)].servers]
             caps = {t: capacity(t, [s for s in held if s["target"] == t], wl, slos, confidence, seed, sats=sats)
                     for t in labels}

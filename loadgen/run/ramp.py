@@ -27,6 +27,7 @@ from loadgen.run.processes import run_stage_processes
 from loadgen.run.progress import ProgressLine
 from loadgen.run.results import ResultsWriter
 from loadgen.serverview.page import fetch
+from loadgen.serverview import simclock
 from loadgen.serverview.reset import reset_cache
 from loadgen.serverview.watch import ServerWatch, running_cap
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, WindowProbe
@@ -192,6 +193,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 # the first try is cut as soon as a server loadgen started exits (the retry runs to its end)
                 srv = running.get(target.label)
                 watch = ServerExit(srv) if srv is not None and retried is None else None
+                clock0 = simclock.read(target.url, servers.get(target.label), target.headers)
                 try:
                     res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
                                               stage_index=index0 + i, loop_kind=plan.loop, progress=line,
@@ -223,6 +225,11 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                     "again and running the stage once more")
                 _ensure_up(plan, target, running, servers,
                            None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
+            if res is not None and clock0 is not None:
+                res.simulator = simclock.over(clock0, simclock.read(target.url, servers.get(target.label),
+                                                                    target.headers))
+                if res.simulator is not None and res.simulator["starved"]:
+                    res.notes.append(simclock.note(res.simulator))
             if reset is not None:
                 res.cache_reset = reset
                 if not reset["ok"]:

@@ -217,6 +217,9 @@ class StageResult:
     """The server's own view of the window (loadgen.serverview), None when not scraped."""
     cache_reset: dict | None = None
     """What --reset-cache did before the stage (loadgen.serverview.reset), None when not asked."""
+    simulator: dict | None = None
+    """An embedded simulator's own clock over the stage: {"forwards", "late_forwards", "late_share",
+    "starved"} (loadgen.serverview.simclock); None for any other server."""
     open_loop: dict | None = None
     """An open-loop stage: {"rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent",
     "held_by_cap"} (loadgen/run/openloop.py); None for a closed loop."""
@@ -275,6 +278,7 @@ class StageResult:
             "notes": list(self.notes),
             "server": self.server,
             "cache_reset": self.cache_reset,
+            **({"simulator": self.simulator} if self.simulator is not None else {}),
             **({"rate": self.open_loop["rate"], "open_loop": open_loop} if open_loop is not None else {}),
             **total,
             "client": {
@@ -306,7 +310,7 @@ class StageResult:
             by_workload={k: MetricSet.from_dict(v) for k, v in d.get("workloads", {}).items()},
             client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
             incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
-            cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"),
+            cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"), simulator=d.get("simulator"),
             open_loop={k: v for k, v in d["open_loop"].items() if k in _OPEN_KEYS} if d.get("open_loop") else None,
         )
 

@@ -1,0 +1,94 @@
+"""An embedded simulator that does not get the CPU serves slower than the server it models: the stage says
+so (its ``simulator`` block, a note) and the analyses leave it out. Real processes: a simulator paused
+and resumed by signals under a real `loadgen run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from loadgen.analysis.compare import _slices
+from loadgen.analysis.rates import _why_left_out
+from loadgen.serverview import simclock
+from loadgen.stage.saturation import saturation
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sim():
+    port = _free_port()
+    p = subprocess.Popen([sys.executable, "-m", "loadgen", "sim", "--port", str(port), "--time-scale", "5"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield p, url
+    p.kill()
+    p.wait()
+
+
+def _run(url: str, out) -> dict:
+    p = subprocess.run([sys.executable, "-m", "loadgen", "run", "--url", url, "--ladder", "8", "--duration", "3s",
+                        "--warmup", "1s", "--max-tokens", "64", "--ignore-eos", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (st,) = json.loads(out.read_text())["stages"]
+    return st
+
+
+def test_a_paused_simulator_is_told_apart_from_one_that_kept_its_clock(sim, tmp_path):
+    proc, url = sim
+    kept = _run(url, tmp_path / "kept.json")
+    assert kept["simulator"]["forwards"] > 100 and not kept["simulator"]["starved"], kept["simulator"]
+    assert not [n for n in kept["notes"] if "starved" in n]
+
+    stop = threading.Event()
+
+    def pause_often() -> None:  # 60 ms of every 80 the simulator's process does not run
+        while not stop.is_set():
+            os.kill(proc.pid, signal.SIGSTOP)
+            time.sleep(0.06)
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.02)
+
+    t = threading.Thread(target=pause_often, daemon=True)
+    t.start()
+    try:
+        starved = _run(url, tmp_path / "starved.json")
+    finally:
+        stop.set()
+        t.join()
+        os.kill(proc.pid, signal.SIGCONT)
+    block = starved["simulator"]
+    assert block["starved"] and block["late_share"] >= simclock.STARVED_SHARE, block
+    assert any("starved of CPU" in n for n in starved["notes"]), starved["notes"]
+
+    # no analysis uses it: the concurrency ladder's slices and the rate axis's stages
+    assert _slices({"stages": [kept, starved]}) == {k: v[:1] for k, v in _slices({"stages": [kept]}).items()}
+    assert "starved" in _why_left_out(starved, saturation(starved))
+
+
+def test_other_servers_and_restarts_give_no_block():
+    assert simclock.read("http://127.0.0.1:9", {"server_info": {"version": "0.5"}}) is None  # not a simulator
+    assert simclock.read("http://127.0.0.1:9", {"server_info": {"loadgen_sim": {}}}) is None  # no answer
+    assert simclock.over((100, 5), (50, 1)) is None  # started again: its counters began anew
+    assert simclock.over((100, 5), (300, 10)) == {"forwards": 200, "late_forwards": 5, "late_share": 0.025,
+                                                  "starved": False}
