@@ -111,7 +111,7 @@ def _place(
     simulator's decode-rate difference: -5.7 % at 10 req/s, -1.1 % at 20, +12.8 % at 27, +33 % at 32),
     so the straight line put the zero at 20.5 where it is 21.2, and intervals interpolated inside the
     20-27 gap missed it in 1-3 of 12 seeds per metric. Only a rate measured inside the gap narrows it
-    (on the concurrency axis, ``--refine`` adds such stages)."""
+    (``--refine`` adds such rates: loadgen.cli.rates.refine)."""
     xs = [math.log(c.concurrency) for c in span]
     increasing = span[-1].delta > span[0].delta
     boots = [boot_of(c) for c in span]
@@ -195,8 +195,8 @@ def _place(
         low_c=cs[0],
         high_c=cs[-1],
         estimate=est,
-        ci_low=math.exp(lo),
-        ci_high=math.exp(hi),
+        ci_low=_at(lo, span, xs),
+        ci_high=_at(hi, span, xs),
         direction=SPEC_TO_BASELINE if low_verdict == SPEC else BASELINE_TO_SPEC,
         confidence=level,
         stage_level=stage_level,
@@ -205,6 +205,11 @@ def _place(
         local_low_c=below[-1] if below else cs[0],
         local_high_c=above[0] if above else cs[-1],
     )
+
+
+def _at(x: float, span: Sequence[StageComparison], xs: Sequence[float]) -> float:
+    """exp(x), or the measured stage itself where x is one (an end at 6.48 req/s reads 6.48, not 6.4799…)."""
+    return next((c.concurrency for c, xc in zip(span, xs) if abs(xc - x) < 1e-12), math.exp(x))
 
 
 def _by_concurrency(stages: Iterable[StageSamples] | Mapping[int, StageSamples], who: str) -> dict[int, StageSamples]:

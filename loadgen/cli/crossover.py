@@ -233,10 +233,12 @@ def run(args) -> int:
         def refine() -> None:
             if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
                 if plan.open is not None:
-                    if s.capacity:
-                        from loadgen.cli.rates import search
+                    from loadgen.cli import rates
 
-                        search(plan, writer, args)
+                    if args.refine:
+                        rates.refine(plan, writer, args)
+                    if s.capacity:
+                        rates.search(plan, writer, args)
                 else:
                     _refine(plan, writer, args)
 

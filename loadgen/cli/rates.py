@@ -60,6 +60,32 @@ def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
             left[label] -= 1
 
 
+def refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
+    """--refine on the rate axis: both targets at the geometric middle of the gap that holds a rate
+    crossover's interval (it ends at measured rates: loadgen.analysis.locate), widest first, until each
+    is within --refine-width or --refine-budget rates are spent. The added rates place crossovers; only
+    the ladder's declare them (the simultaneous intervals are the ladder's)."""
+    from loadgen.analysis.crossover import MetricAnalysis
+    from loadgen.analysis.refine import refine_rates
+
+    budget = args.refine_budget
+    while budget > 0:
+        res = analyse(writer.doc(), args)
+        todo: list[tuple[str, float]] = []
+        for wl, per_cand in res.metrics.items():
+            for per in per_cand.values():
+                for m in per.values():
+                    a = MetricAnalysis.from_dict(m["analysis"])
+                    todo += [(wl, r) for r in refine_rates(a, args.refine_width, budget) if (wl, r) not in todo]
+        todo = todo[:budget]
+        if not todo:
+            return
+        for wl, rate in todo:
+            log(f"refining the rate crossover: both targets at {rate:.3g} req/s ({wl})")
+            run_ramp(dataclasses.replace(plan, ladder=[rate], workloads=[wl]), writer)
+        budget -= len(todo)
+
+
 EXTEND = 1.5
 """A capacity beyond the ladder is looked for this many times above its highest rate (below its lowest)."""
 
@@ -108,7 +134,7 @@ def report(doc: dict, out: Path, args) -> int:
     sim = doc.get("run", {}).get("simulator")
     if sim and "seed" in sim:
         try:
-            from loadgen.cli.ratetruth import add_truth
+            from loadgen.report.ratetruth import add_truth
         except ImportError:  # pragma: no cover
             add_truth = None
         if add_truth is not None:

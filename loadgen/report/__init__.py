@@ -3,5 +3,6 @@
 In: a run's stages and its analysis. Out: the HTML report (``html``: the page, built from
 ``inputs`` → ``words`` → ``figures`` / ``htmltables`` → ``sections`` / ``cards``, with its
 fixed text in ``templates/``), its charts as SVG and PNG (``charts``), and the plain-text
-stage table printed at the terminal (``table``).
+stage table printed at the terminal (``table``). Against the embedded simulators, ``ratetruth`` sets
+the simulator's own rate crossovers, capacities and saturations beside what a rate run reported.
 """

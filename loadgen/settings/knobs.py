@@ -308,13 +308,13 @@ class Settings:
         "first; each may have start/health/stop_signal), simulator; flags win", metavar="TOML",
         fronts=("crossover",), section="output")
     refine: bool | None = knob(
-        "--refine", "add stages between bracketing concurrencies", action="store_true", default=False,
+        "--refine", "add stages between bracketing concurrencies (rates, with --rate)", action="store_true", default=False,
         fronts=("crossover",), section="analysis")
     refine_width: float | None = knob(
         "--refine-width", "stop when the interval's high/low ≤ this", default=1.3, type=float,
         fronts=("crossover",), section="analysis")
     refine_budget: int | None = knob(
-        "--refine-budget", "at most this many extra concurrencies", default=4, type=int, fronts=("crossover",),
+        "--refine-budget", "at most this many extra concurrencies (or rates)", default=4, type=int, fronts=("crossover",),
         section="analysis")
     confidence: float | None = knob(
         "--confidence", "interval confidence (default 0.90)", default=0.90, type=float, fronts=("crossover",),

@@ -37,11 +37,19 @@ class KnownRateCrossover:
     """The rates searched: the reported interval and its bracketing stages."""
 
 
-def _truth(sim: dict, mix, mode: str, rate: float, arrival: str, seed: int, requests: int) -> RateTruth:
-    """``seed``: the run's: run/openloop.py draws the arrivals from it (keyed by rate too), and the mix."""
-    return rate_truth(sim["profile"], mode, rate, mix=mix, arrival=arrival, seed=seed,
-                      time_scale=float(sim.get("time_scale", 1.0)), long_run=True, requests=requests,
-                      max_running=int(sim.get("max_running") or 0), max_queued=sim.get("max_queued"))
+def _truth(sim: dict, mix, mode: str, rate: float, arrival: str, seed: int, requests: int,
+           memo: dict | None = None) -> RateTruth:
+    """``seed``: the run's: run/openloop.py draws the arrivals from it (keyed by rate too), and the mix.
+    ``memo``: truths already computed for this simulator, mix, arrival, seed and requests, by (mode, rate):
+    the metrics of one run search the same rates, and each truth is seconds of the scheduler."""
+    if memo is not None and (mode, rate) in memo:
+        return memo[(mode, rate)]
+    t = rate_truth(sim["profile"], mode, rate, mix=mix, arrival=arrival, seed=seed,
+                   time_scale=float(sim.get("time_scale", 1.0)), long_run=True, requests=requests,
+                   max_running=int(sim.get("max_running") or 0), max_queued=sim.get("max_queued"))
+    if memo is not None:
+        memo[(mode, rate)] = t
+    return t
 
 
 def rate_grid(low: float, high: float, points: int = 9) -> list[float]:
@@ -57,13 +65,13 @@ def _check_metric(metric: str) -> None:
 
 
 def rate_differences(sim: dict, mix, metric: str, rates: list[float], modes: tuple[str, str], arrival: str,
-                     seed: int, requests: int) -> list[tuple[float, float]]:
+                     seed: int, requests: int, memo: dict | None = None) -> list[tuple[float, float]]:
     """(rate, (to − from) / from of ``metric``) where both modes have it; lower is better, so a negative
     difference is ``to`` winning."""
     out = []
     for r in rates:
-        a = _truth(sim, mix, modes[0], r, arrival, seed, requests).metric(metric)
-        b = _truth(sim, mix, modes[1], r, arrival, seed, requests).metric(metric)
+        a = _truth(sim, mix, modes[0], r, arrival, seed, requests, memo).metric(metric)
+        b = _truth(sim, mix, modes[1], r, arrival, seed, requests, memo).metric(metric)
         if a and b is not None:
             out.append((r, (b - a) / a))
     return out
@@ -71,11 +79,13 @@ def rate_differences(sim: dict, mix, metric: str, rates: list[float], modes: tup
 
 def known_rate_crossovers(sim: dict, workload: str, metric: str, crossovers: list[dict], *,
                           modes: tuple[str, str] = ("baseline", "spec"), arrival: str = "poisson", seed: int = 0,
-                          points: int = 9, requests: int = LONG_RUN_REQUESTS) -> list[KnownRateCrossover]:
+                          points: int = 9, requests: int = LONG_RUN_REQUESTS,
+                          memo: dict | None = None) -> list[KnownRateCrossover]:
     """The simulator's crossover of ``metric`` (a :data:`openloop.METRICS` name, lower is better) nearest
     each reported one: where the modes' long-run difference changes sign on ``points`` rates over the
     reported interval and its bracketing stages (``estimate``, ``ci_low``, ``ci_high``, ``low_c``,
-    ``high_c``, in wall req/s), interpolated on log rate."""
+    ``high_c``, in wall req/s), interpolated on log rate. ``memo``: shared by the calls of one run and
+    workload (:func:`_truth`)."""
     _check_metric(metric)
     profiles.load(sim["profile"]).check_modes(list(modes), "rate crossover truth")
     mix = _mix(sim, workload, seed)
@@ -84,7 +94,7 @@ def known_rate_crossovers(sim: dict, workload: str, metric: str, crossovers: lis
         low = min(x["ci_low"], x.get("low_c", x["ci_low"]))
         high = max(x["ci_high"], x.get("high_c", x["ci_high"]))
         grid = rate_grid(low, high, points)
-        diffs = rate_differences(sim, mix, metric, grid, modes, arrival, seed, requests)
+        diffs = rate_differences(sim, mix, metric, grid, modes, arrival, seed, requests, memo)
         found = sign_changes([r for r, _ in diffs], [d for _, d in diffs])
         true = min((f.concurrency for f in found), key=lambda r: abs(r - x["estimate"]), default=None)
         out.append(KnownRateCrossover(x["estimate"], true, true is not None and x["ci_low"] <= true <= x["ci_high"],
@@ -113,7 +123,7 @@ def meets(t: RateTruth, slos: list[tuple[str, float]]) -> bool:
 
 def known_capacity(sim: dict, workload: str, mode: str, slos: list[tuple[str, float]], *, lo: float, hi: float,
                    arrival: str = "poisson", seed: int = 0, rel: float = 0.01,
-                   requests: int = LONG_RUN_REQUESTS) -> float | None:
+                   requests: int = LONG_RUN_REQUESTS, memo: dict | None = None) -> float | None:
     """The highest wall rate in [lo, hi] whose long-run truth is sustained and meets every SLO
     ``(metric, limit_ms)``, by bisection on log rate to ``rel``; ``hi`` when it passes, None when even
     ``lo`` fails."""
@@ -124,7 +134,7 @@ def known_capacity(sim: dict, workload: str, mode: str, slos: list[tuple[str, fl
     mix = _mix(sim, workload, seed)
 
     def ok(r: float) -> bool:
-        return meets(_truth(sim, mix, mode, r, arrival, seed, requests), slos)
+        return meets(_truth(sim, mix, mode, r, arrival, seed, requests, memo), slos)
 
     if not ok(lo):
         return None

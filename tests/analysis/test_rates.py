@@ -172,3 +172,20 @@ def test_a_rate_crossover_interval_ends_at_measured_stages():
     from loadgen.analysis.crossover import judge
 
     assert judge(again).crossovers[0].ci_high == pytest.approx(27.0)  # kept through rates.json
+
+
+def test_refined_rates_bisect_the_gap_that_holds_the_interval():
+    from loadgen.analysis.refine import refine_plan, refine_rates
+    from loadgen.analysis.results import Crossover, MetricAnalysis, StageComparison
+
+    def analysis(rates, lo, hi):
+        cs = [StageComparison(r, False, 20, 20, 1.0, 1.0, 0.0, -0.1, 0.1, 0.9, 0.01, "tie") for r in rates]
+        x = Crossover(low_c=rates[0], high_c=rates[-1], estimate=(lo * hi) ** 0.5, ci_low=lo, ci_high=hi,
+                      direction="baseline_to_spec", confidence=0.9, stage_level=0.95)
+        return MetricAnalysis("e2e", False, 0.9, 0.01, True, cs, [], [x])
+
+    assert refine_rates(analysis([10.0, 20.0, 27.0], 20.0, 27.0)) == [23.2]
+    assert refine_rates(analysis([10.0, 20.0, 27.0], 10.0, 27.0)) == [14.1]  # the wider gap first
+    assert refine_rates(analysis([20.0, 23.2, 27.0], 20.0, 23.2)) == []  # within 1.3x: settled
+    assert refine_rates(analysis([10.0, 20.0, 27.0], 20.0, 27.0), budget_stages=0) == []
+    assert refine_plan(analysis([10, 20, 27], 20, 27)) == [23]  # the concurrency axis: whole numbers

@@ -118,3 +118,27 @@ def test_a_bad_trace_line_is_named(tmp_path):
                    '{"timestamp": 5, "input_length": -3, "output_length": 5}\n')
     p = loadgen("run", "--trace", str(bad), timeout=60)
     assert p.returncode == 2 and f"{bad}:2:" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_refine_measures_a_rate_inside_the_crossover_and_narrows_it(tmp_path):
+    """--refine on the rate axis: the crossover between 3 and 14 req/s (the simulator's ~9.7-9.9 at
+    time-scale 5) gets both targets at their geometric middle, 6.48, and the interval ends there."""
+    out = tmp_path / "ref"
+    p = loadgen("crossover", "--rate", "3,14", "--refine", "--refine-budget", "1", "--duration", "8s", "--warmup",
+                "2s", "--max-tokens", "uniform:150,250", "--ignore-eos", "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "refining the rate crossover: both targets at 6.48 req/s (chat)" in p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert sorted((s["rate"], s["target"]) for s in doc["stages"]) == [
+        (r, t) for r in (3.0, 6.48, 14.0) for t in ("baseline", "spec")]
+    assert doc["run"]["open_loop"]["ladder"] == [3.0, 14.0]  # the added rate places, the ladder declares
+    per = json.loads((out / "rates.json").read_text())["metrics"]["chat"]["spec"]
+    found = 0
+    for name in ("decode_rate", "e2e_planned_mean", "tpot_p50", "e2e_planned_p50"):
+        a = per[name]["analysis"]
+        assert [c["concurrency"] for c in a["comparisons"]] == [3.0, 6.48, 14.0]
+        for x in a["crossovers"]:
+            found += 1
+            assert x["ci_low"] in (3.0, 6.48) and x["ci_high"] in (6.48, 14.0), x  # measured rates
+            assert x["ci_low"] <= x["estimate"] <= x["ci_high"]
+    assert found >= 2, p.stdout

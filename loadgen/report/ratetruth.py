@@ -30,6 +30,7 @@ def add_truth(d: dict, sim: dict, doc: dict, *, requests: int = REQUESTS, metric
     seed = doc.get("run", {}).get("seed", sim.get("seed", 0))
     modes = sim.get("modes") or {"baseline": "baseline", "spec": "spec"}
     ref = d["reference"]
+    memos: dict[str, dict] = {}  # per workload: its metrics and capacities search the same rates
     try:
         for wl, per_cand in d["metrics"].items():
             for cand, per in per_cand.items():
@@ -39,7 +40,7 @@ def add_truth(d: dict, sim: dict, doc: dict, *, requests: int = REQUESTS, metric
                         continue
                     found = known_rate_crossovers(sim, wl, sim_name, m["analysis"]["crossovers"],
                                                   modes=(modes[ref], modes[cand]), arrival=arrival, seed=seed,
-                                                  points=7, requests=requests)
+                                                  points=7, requests=requests, memo=memos.setdefault(wl, {}))
                     m["simulator_truth"] = [_crossing_words(k) for k in found]
         rates = [p["rate"] for ps in d["points"].values() for p in ps]
         for wl, per in d.get("capacity", {}).items():
@@ -48,7 +49,7 @@ def add_truth(d: dict, sim: dict, doc: dict, *, requests: int = REQUESTS, metric
                 if label not in modes:
                     continue
                 true = known_capacity(sim, wl, modes[label], slos, lo=min(rates) / 4, hi=max(rates) * 2,
-                                      arrival=arrival, seed=seed, requests=requests)
+                                      arrival=arrival, seed=seed, requests=requests, memo=memos.setdefault(wl, {}))
                 c["truth"] = true
                 c["truth_mark"], c["truth_words"] = _capacity_words(c, true)
         for wl, per in d.get("saturation", {}).items():
