@@ -71,7 +71,10 @@ def rechecked(doc: dict, slos: str, truth_requests: int) -> dict:
 
 
 def row_of(seed: int, res: dict, seconds: int | None) -> dict:
-    row: dict = {"seed": seed, "seconds": seconds, "crossovers": {}, "capacity": {}}
+    row: dict = {"seed": seed, "seconds": seconds, "crossovers": {}, "capacity": {},
+                 # stages no analysis used (a lag-flagged client, a starved simulator): a seed without a
+                 # crossover for one of these is a measurement to redo, not a miss of the analysis
+                 "left_out": [f"{x['target']}@{x['rate']:g}: {x['why']}" for x in res.get("left_out", {}).get("chat", [])]}
     per = res["metrics"]["chat"]["spec"]
     for name in METRICS:
         xs = per.get(name, {}).get("analysis", {}).get("crossovers", [])
@@ -151,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         conf = sum(1 for xs in found if xs)
         cov = sum(1 for xs in found if xs and all(x["covered"] for x in xs))
         print(f"{name:16s}  {len(found):5d}  {conf:9d}  {cov:7d}")
+    left = [(r["seed"], x) for r in rows if "error" not in r for x in r.get("left_out", [])]
+    if left:
+        print(f"stages left out of the analyses ({len(left)}): " + "; ".join(f"seed {s} {x}" for s, x in left))
     for label in ("baseline", "spec"):
         errs = [r["capacity"][label]["err"] for r in rows if "error" not in r and r["capacity"].get(label)
                 and r["capacity"][label]["err"] is not None]

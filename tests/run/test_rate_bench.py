@@ -41,3 +41,14 @@ def test_bad_input_is_one_line(tmp_path):
     n = os.cpu_count() or 1
     p = bench("--parallel", str(n + 1), "--cores-per-seed", "1", "--seeds", "2")
     assert p.returncode != 0 and "needs" in p.stderr and "cores" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_row_names_the_stages_no_analysis_used():
+    from loadgen.bench.rate_bench import row_of
+
+    res = {"metrics": {"chat": {"spec": {}}},
+           "left_out": {"chat": [{"target": "baseline", "rate": 20.0,
+                                  "why": "its embedded simulator was starved of CPU (it served slower than its model)"}]}}
+    row = row_of(7, res, None)
+    assert row["left_out"] == ["baseline@20: its embedded simulator was starved of CPU (it served slower than its model)"]
+    assert row["crossovers"] == {name: [] for name in row["crossovers"]} and row["capacity"] == {}
