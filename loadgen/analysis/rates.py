@@ -232,8 +232,9 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
         out.points[wl] = sorted((_point(s, sats[id(s)]) for s in mine), key=lambda p: (labels.index(p.target)
                                                                           if p.target in labels else 99, p.rate))
         out.saturation[wl] = {t: _saturates(t, [p for p in out.points[wl] if p.target == t]) for t in labels}
-        usable = [s for s in mine if window_whole(s) and not (s.get("open_loop") or {}).get("lag_flagged")
-                  and not sim_starved(s)]
+        # measured as run: its window whole and its simulator, if embedded, not starved of CPU
+        whole = [s for s in mine if window_whole(s) and not sim_starved(s)]
+        usable = [s for s in whole if not (s.get("open_loop") or {}).get("lag_flagged")]
         out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s, sats[id(s)])}
                             for s in mine if s not in usable]
         for cand in cands:
@@ -265,8 +266,7 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
             # a lag-flagged stage that saturated all the same is evidence too: its client offered less than
             # planned and the server still fell behind (a CI run lost the 30 req/s stage that bounded baseline's
             # capacity this way, and said only "above 12")
-            held = usable + [s for s in mine if s not in usable and window_whole(s) and not sim_starved(s)
-                             and sats[id(s)].saturated and sats[id(s)].servers]
+            held = usable + [s for s in whole if s not in usable and sats[id(s)].saturated and sats[id(s)].servers]
             caps = {t: capacity(t, [s for s in held if s["target"] == t], wl, slos, confidence, seed, sats=sats)
                     for t in labels}
             caps = {t: c for t, c in caps.items() if c is not None}
@@ -448,9 +448,10 @@ def _one(rows: list[dict]) -> tuple[float | None, float | None, float | None, st
 
 def capacity(target: str, stages: list[dict], wl: str, slos: list[SloTerm], confidence: float,
              seed: int = 0, sats: dict[int, Saturation] | None = None) -> Capacity | None:
-    """The highest rate meeting every SLO (``sats``: the stages' saturation verdicts by id, when read already): each SLO's own crossing (interpolated on its own margin, so a
+    """The highest rate meeting every SLO: each SLO's own crossing (interpolated on its own margin, so a
     limit that binds late does not bend another's line), the lowest of them, and of their bands' ends
-    (each SLO's band at the Šidák share of the level over the stages and the SLOs)."""
+    (each SLO's band at the Šidák share of the level over the stages and the SLOs). ``sats``: the
+    stages' saturation verdicts by id, when read already."""
     stages = sorted(stages, key=lambda s: s["rate"])
     if not stages:
         return None

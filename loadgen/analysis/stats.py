@@ -175,31 +175,20 @@ def circular_block_bootstrap_means(
         ext = list(vs) + list(vs[: length - 1])
         return [math.fsum(ext[i : i + length]) for i in range(n)], [math.fsum(ext[i : i + rest]) for i in range(n)]
 
-    if weights is None:
-        # every replicate = `full_blocks` whole blocks + one block cut to `rest` values
-        whole, cut = sums(xs)
-        last = rng.choices(cut, k=n_boot)
-        if full_blocks == 0:
-            return [s / n for s in last]
-        draws = rng.choices(whole, k=n_boot * full_blocks)
-        out = []
-        for b in range(n_boot):
-            j = b * full_blocks
-            out.append((math.fsum(draws[j : j + full_blocks]) + last[b]) / n)
-        return out
-    if len(weights) != n:
+    # every replicate = `full_blocks` whole blocks + one block cut to `rest` values
+    if weights is not None and len(weights) != n:
         raise ValueError(f"{len(weights)} weights for {n} values")
-    whole_x, cut_x = sums([w * x for w, x in zip(weights, xs)])
-    whole_w, cut_w = sums(weights)
-    # rng.choices over n items draws floor(random() * n): indices drawn here are the values drawn above
+    whole_x, cut_x = sums(xs if weights is None else [w * x for w, x in zip(weights, xs)])
+    whole_w, cut_w = sums(weights) if weights is not None else (None, None)
+    # rng.choices over n items draws floor(random() * n): the same draws whatever the values
     last = rng.choices(range(n), k=n_boot)
     draws = rng.choices(range(n), k=n_boot * full_blocks) if full_blocks else []
     out = []
     for b in range(n_boot):
-        j = b * full_blocks
-        picked = draws[j : j + full_blocks]
+        picked = draws[b * full_blocks : (b + 1) * full_blocks]
         num = math.fsum(whole_x[i] for i in picked) + cut_x[last[b]]
-        den = math.fsum(whole_w[i] for i in picked) + cut_w[last[b]]
+        # unweighted, every replicate holds exactly n values
+        den = n if whole_w is None else math.fsum(whole_w[i] for i in picked) + cut_w[last[b]]
         out.append(num / den if den > 0 else math.nan)
     return out
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SLOS = "ttft_p99=500ms,tpot_p50=3ms"

@@ -15,8 +15,6 @@ which Locust's monkey-patching makes cooperative.
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 from typing import Callable
 
@@ -35,23 +33,15 @@ WINDOW_WAIT_S = 60.0
 """How long the scraper waits for a local stage to fix its window (its client warms first) before giving up."""
 
 
-def _get_json(base_url: str, path: str, headers: dict, timeout_s: float = 3.0):
-    try:
-        status, _, body = wire.call(base_url, "GET", path, timeout_s=timeout_s, headers=headers)
-        return json.loads(body) if status == 200 else None
-    except (OSError, http.client.HTTPException, ValueError):
-        return None
-
-
 def probe_info(url: str, headers: dict | None = None) -> dict:
     """What loadgen.run.probe would find about the running cap and engine, with blocking http.client (the
     probe's aiohttp needs an asyncio loop the gevent hub has not got): SGLang's (and the simulator's)
     /server_info, else llama.cpp's /props."""
     hdrs = dict(headers or {})
-    info = _get_json(url, "/server_info", hdrs)
+    info = wire.get_json(url, "/server_info", timeout_s=3.0, headers=hdrs)
     if isinstance(info, dict) and ("internal_states" in info or "max_running_requests" in info):
         return {"engine": "sglang", "server_info": info}
-    props = _get_json(url, "/props", hdrs)
+    props = wire.get_json(url, "/props", timeout_s=3.0, headers=hdrs)
     if isinstance(props, dict) and "default_generation_settings" in props:
         return {"engine": "llama.cpp", "server_info": {k: props[k] for k in ("total_slots",) if k in props}}
     return {"engine": "unknown", "server_info": {}}

@@ -16,9 +16,7 @@ simulator was ``starved`` is left out of the analyses (loadgen.analysis.coverage
 
 from __future__ import annotations
 
-import json
-
-from loadgen.serverview.wire import call
+from loadgen.serverview.wire import get_json
 
 STARVED_SHARE = 0.5
 """Late forwards over the stage's forwards from which its simulator counts as starved. Measured on
@@ -36,13 +34,11 @@ def read(url: str, probed: dict | None, headers: dict | None = None, timeout_s: 
     """(forwards, late forwards) of the simulator at ``url`` now; None when it is not one or did not answer."""
     if not is_sim(probed):
         return None
+    info = get_json(url, "/server_info", timeout_s=timeout_s, headers=headers)
+    sim = info.get("loadgen_sim") if isinstance(info, dict) else None
     try:
-        status, _, body = call(url, "GET", "/server_info", timeout_s=timeout_s, headers=headers)
-        sim = json.loads(body).get("loadgen_sim") or {} if status == 200 else {}
         return int(sim["forwards"]), int(sim["late_forwards"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, json.JSONDecodeError):
-        return None
-    except Exception:  # http.client's HTTPException and the like: no block, the stage is kept as measured
+    except (KeyError, TypeError, ValueError):  # no block: the stage is kept as measured
         return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import json
 from urllib.parse import unquote, urlsplit
 
 
@@ -31,3 +32,13 @@ def call(base_url: str, method: str, path: str, *, timeout_s: float, headers: di
         return r.status, r.getheader("Content-Type", "") or "", r.read(max_bytes + 1)
     finally:
         conn.close()
+
+
+def get_json(base_url: str, path: str, *, timeout_s: float, headers: dict | None = None):
+    """GET ``path`` and parse its JSON body; None when the server did not answer 200 with JSON (a probe or
+    a reading that finds nothing goes on without it)."""
+    try:
+        status, _, body = call(base_url, "GET", path, timeout_s=timeout_s, headers=headers)
+        return json.loads(body) if status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
