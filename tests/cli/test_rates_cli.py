@@ -123,10 +123,17 @@ def test_a_bad_trace_line_is_named(tmp_path):
 def test_refine_measures_a_rate_inside_the_crossover_and_narrows_it(tmp_path):
     """--refine on the rate axis: the crossover between 3 and 14 req/s (the simulator's ~9.7-9.9 at
     time-scale 5) gets both targets at their geometric middle, 6.48, and the interval ends there."""
-    out = tmp_path / "ref"
-    p = loadgen("crossover", "--rate", "3,14", "--refine", "--refine-budget", "1", "--duration", "8s", "--warmup",
-                "2s", "--max-tokens", "uniform:150,250", "--ignore-eos", "--out", str(out), "--no-report")
-    assert p.returncode == 0, p.stderr[-3000:]
+    for attempt in range(2):
+        out = tmp_path / f"ref{attempt}"
+        p = loadgen("crossover", "--rate", "3,14", "--refine", "--refine-budget", "1", "--duration", "8s", "--warmup",
+                    "2s", "--max-tokens", "uniform:150,250", "--ignore-eos", "--out", str(out), "--no-report")
+        assert p.returncode == 0, p.stderr[-3000:]
+        left = json.loads((out / "rates.json").read_text())["left_out"]["chat"]
+        # a busy 2-core CI host once held the client past its schedule at 14 req/s: that stage is left out
+        # (rightly) and nothing brackets a crossover; run once more, as the keep-up test does
+        if not left:
+            break
+    assert not left, left
     assert "refining the rate crossover: both targets at 6.48 req/s (chat)" in p.stderr
     doc = json.loads((out / "run.json").read_text())
     assert sorted((s["rate"], s["target"]) for s in doc["stages"]) == [
