@@ -91,6 +91,9 @@ def test_capacity_crossing_on_log_rate():
     rows = [{"rate": 4.0, "margin": -1.0, "low": -1.2, "high": -0.8},
             {"rate": 16.0, "margin": math.inf, "low": math.inf, "high": math.inf, "ceiling": 9.0}]
     assert _one(rows) == (pytest.approx(6.0), 4.0, 9.0, "between")
+    # a stage whose value sits exactly at the limit (bucketed HDR values do) is the crossing itself, read exactly:
+    # on the log scale it came out 24.000000000000004
+    assert _crossing([{"rate": 24.0, "margin": 0.0}, {"rate": 27.0, "margin": 0.3}], "margin") == (24.0, "crossed")
     assert _crossing([{"rate": 4.0, "margin": 0.5}], "margin") == (None, "below")
     assert _crossing([{"rate": 4.0, "margin": -0.5}], "margin") == (None, "above")
 
