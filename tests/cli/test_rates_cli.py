@@ -67,11 +67,19 @@ def test_capacity_is_searched_stated_and_checked_against_the_simulator(ladder):
     assert "capacity: with spec, capacity under TTFT p99 ≤ 160 ms and TPOT p50 ≤ 8 ms is" in out
     extra = [s for s in ladder["doc"]["stages"] if s["rate"] not in (3.0, 8.0, 30.0)]
     assert {s["target"] for s in extra} == {"baseline", "spec"}  # one search stage each (budget 1)
+    starved = {x["target"] for x in r.get("left_out", {}).get("chat", [])
+               if x["rate"] == 30.0 and "starved" in x["why"]}
     for label in ("baseline", "spec"):
         c = r["capacity"]["chat"][label]
-        assert c["estimate"] is not None and c["ci_low"] <= c["estimate"] <= c["ci_high"]
         # the simulator's own capacity for these arrivals: 14.8 (baseline) and 16.5 (spec) req/s
         assert c["truth"] is not None and 12 < c["truth"] < 19
+        if label in starved:
+            # this 2-core machine can starve the simulator at 30 req/s (on an idle VM, both targets, in two
+            # of three runs): the stage is left out, and the capacity is only known to lie above the searched rate
+            assert c["estimate"] is None and c["ci_high"] is None and c["ci_low"] <= c["truth"], c
+            assert f"{label}: meets the SLOs at every rate measured" in out
+            continue
+        assert c["estimate"] is not None and c["ci_low"] <= c["estimate"] <= c["ci_high"]
         assert abs(c["estimate"] / c["truth"] - 1) < 0.35, c
     html = (ladder["out"] / "report.html").read_text()
     assert "capacity" in html and "C=" not in html
