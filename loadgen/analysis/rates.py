@@ -415,9 +415,9 @@ def _crossing(rows: list[dict], key: str) -> tuple[float | None, str]:
             if math.isinf(b[key]):
                 return math.sqrt(a["rate"] * _top(a, b)), "between"
             f = -a[key] / (b[key] - a[key])
-            if f == 0:  # exactly at the limit (HDR values are bucketed): the stage itself, not exp(log(24)) = 24.000000000000004
-                return a["rate"], "crossed"
-            return math.exp(math.log(a["rate"]) + f * (math.log(b["rate"]) - math.log(a["rate"]))), "crossed"
+            # on log rate, as a power: a stage exactly at the limit (HDR values are bucketed) reads as itself,
+            # where exp(log(24)) gave 24.000000000000004
+            return a["rate"] * (b["rate"] / a["rate"]) ** f, "crossed"
     return None, "above"
 
 
