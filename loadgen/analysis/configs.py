@@ -203,9 +203,15 @@ class ConfigsResult:
 # ------------------------------------------------------------------------------------------ analysis
 
 
+def _inv(v: float) -> float:
+    """(a − b)/b from v = (b − a)/a; unbounded where b is 0 (v = −1: a stage's resampled figure can be
+    nothing when its window held one request, as a slow CPU host's 6 s windows did)."""
+    return 1.0 / (1.0 + v) - 1.0 if v > -1.0 else math.inf
+
+
 def _invert(lo: float, hi: float) -> tuple[float, float]:
     """The interval of (a − b)/b from that of (b − a)/a."""
-    return 1.0 / (1.0 + hi) - 1.0, 1.0 / (1.0 + lo) - 1.0
+    return _inv(hi), _inv(lo)
 
 
 def _gap(res: "ConfigsResult", x: str, other: str, c: int) -> Gap:
@@ -222,7 +228,7 @@ def _gap(res: "ConfigsResult", x: str, other: str, c: int) -> Gap:
     d = comp.delta
     # the pair stores (b − a)/a: x is b unless flipped
     if not flipped:  # x == p.a: invert
-        d = 1.0 / (1.0 + d) - 1.0
+        d = _inv(d)
         lo, hi = _invert(lo, hi)
     return Gap(d, lo, hi, other)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from loadgen.analysis.configs import ConfigsResult, analyze_configs, policy_sentence
 from loadgen.analysis.locate import analyze
 from loadgen.analysis.results import StageSamples
@@ -96,3 +98,12 @@ def test_adaptive_is_measured_never_chosen_and_an_empty_configuration_is_exclude
     assert all(a.best != "adaptive" and "adaptive" not in a.leaders for a in res.at)
     assert all(a.shortfall["adaptive"].ci_low > 0 for a in res.at)  # it beats the envelope, and says so
     assert "dead" not in {x for a in res.at for x in a.means}
+
+
+def test_a_lead_over_a_configuration_resampled_to_nothing_is_unbounded_not_a_crash():
+    """(b − a)/a of −1 (b's window figure resampled to 0: a slow host's 6 s windows held one request
+    each) inverts to an unbounded (a − b)/b; `loadgen crossover` on three llama.cpp servers died there."""
+    from loadgen.analysis.configs import _invert
+
+    assert _invert(-1.0, 0.5) == (pytest.approx(1 / 1.5 - 1), math.inf)
+    assert _invert(-0.5, 1.0) == (pytest.approx(-0.5), pytest.approx(1.0))
