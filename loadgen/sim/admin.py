@@ -126,6 +126,8 @@ class AdminRoutes:
                 "forwards": stats.steps,
                 "late_forwards": stats.late_steps,
                 "max_late_ms": stats.max_late_ns / 1e6,
+                "late_ms_sum": stats.late_ns_sum / 1e6,
+                "forward_ms_sum": stats.forward_ns_sum / 1e6,
                 "metrics_flavour": self.cfg.metrics_flavour,
                 "cache_resets": self.cache_resets,
                 "cache_reset_refusals": self.cache_reset_refusals,

@@ -219,7 +219,7 @@ class StageResult:
     """What --reset-cache did before the stage (loadgen.serverview.reset), None when not asked."""
     simulator: dict | None = None
     """An embedded simulator's own clock over the stage: {"forwards", "late_forwards", "late_share",
-    "starved"} (loadgen.serverview.simclock); None for any other server."""
+    "mean_late_ms", "behind_forwards", "starved"} (loadgen.serverview.simclock); None for any other server."""
     open_loop: dict | None = None
     """An open-loop stage: {"rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent",
     "held_by_cap"} (loadgen/run/openloop.py); None for a closed loop."""

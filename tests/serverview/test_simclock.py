@@ -78,7 +78,8 @@ def test_a_paused_simulator_is_told_apart_from_one_that_kept_its_clock(sim, tmp_
         t.join()
         os.kill(proc.pid, signal.SIGCONT)
     block = starved["simulator"]
-    assert block["starved"] and block["late_share"] >= simclock.STARVED_SHARE, block
+    print("\nkept:", kept["simulator"], "\npaused:", block)
+    assert block["starved"] and block["behind_forwards"] >= simclock.STARVED_BEHIND, block
     assert any("starved of CPU" in n for n in starved["notes"]), starved["notes"]
 
     # no analysis uses it: the concurrency ladder's slices and the rate axis's stages
@@ -89,6 +90,11 @@ def test_a_paused_simulator_is_told_apart_from_one_that_kept_its_clock(sim, tmp_
 def test_other_servers_and_restarts_give_no_block():
     assert simclock.read("http://127.0.0.1:9", {"server_info": {"version": "0.5"}}) is None  # not a simulator
     assert simclock.read("http://127.0.0.1:9", {"server_info": {"loadgen_sim": {}}}) is None  # no answer
-    assert simclock.over((100, 5), (50, 1)) is None  # started again: its counters began anew
-    assert simclock.over((100, 5), (300, 10)) == {"forwards": 200, "late_forwards": 5, "late_share": 0.025,
-                                                  "starved": False}
+    C = simclock.Clock
+    assert simclock.over(C(100, 5, 9.0, 500.0), C(50, 1, 2.0, 300.0)) is None  # started again: its counters began anew
+    # 200 forwards of 2 ms modelled (400 ms), 5 late, 100 ms lateness in all: a quarter of a forward behind
+    assert simclock.over(C(100, 5, 9.0, 500.0), C(300, 10, 109.0, 900.0)) == {
+        "forwards": 200, "late_forwards": 5, "late_share": 0.025, "mean_late_ms": 0.5, "behind_forwards": 0.25,
+        "starved": False}
+    # the same forwards 4 of theirs behind on average: starved
+    assert simclock.over(C(100, 5, 9.0, 500.0), C(300, 10, 1609.0, 900.0))["starved"]
