@@ -1,7 +1,7 @@
 """Three configurations on one ladder against real llama-servers: the baseline and two n-gram drafters of
 different draft sizes (``ngramA``: N=6, M=16, the suite's speculative server; ``ngramB``: N=6, M=32), one
 ``loadgen crossover --target base=… --target ngramA=… --target ngramB=…`` over two workloads of
-contrasting acceptance (predictable, freetext), C=1,2, 6 s windows. crossover.json must compare all three
+contrasting acceptance (predictable, freetext), C=2 (one rung: the suite's time on a slow CI host), 6 s windows. crossover.json must compare all three
 on each workload, the terminal must name the best (or the tie) at every C, the drafters must accept more
 on predictable than on freetext, and the policy must say plainly that llama.cpp has no engine form for it.
 """
@@ -21,7 +21,7 @@ from .runs import LOADGEN, client_cpus, run_cli
 
 pytestmark = pytest.mark.e2e
 
-LADDER = [1, 2]
+LADDER = [2]
 WORKLOADS = ["predictable", "freetext"]
 LABELS = ["base", "ngramA", "ngramB"]
 NGRAM_B_M = 32

@@ -1,6 +1,6 @@
 """`loadgen crossover` against the two llama-servers: run.json, crossover.json and report.html
 from one baseline-vs-speculative ramp (chat route, predictable and freetext with their own prompt lengths, 40-56 output
-tokens, C=1,2,4, 3 s windows), then the same analysis again with ``--from``. The speculative server must show what n-gram drafting
+tokens, C=2,4, 5 s windows), then the same analysis again with ``--from``. The speculative server must show what n-gram drafting
 does: much more of the output drafted and accepted on copy-style prompts than on open text.
 """
 
@@ -18,7 +18,8 @@ from .runs import LOADGEN, MetricsPoller, client_cpus, run_cli
 
 pytestmark = pytest.mark.e2e
 
-LADDER = [1, 2, 4]
+# no C=1 and 5 s windows: on a slow CI host (135 ms a token) C=1's 3 s windows held no request start
+LADDER = [2, 4]
 WORKLOADS = ["predictable", "freetext"]
 
 
@@ -28,7 +29,7 @@ def xo(tmp_path_factory: pytest.TempPathFactory, llama_baseline_server, llama_sp
     cmd = LOADGEN + ["crossover", "--baseline-url", llama_baseline_server.url, "--spec-url", llama_spec_server.url,
                      "--protocol", "chat", "--model", "gemma", "--ladder", ",".join(map(str, LADDER)),
                      "--workloads", ",".join(WORKLOADS), "--max-tokens", "uniform:40,56",
-                     "--duration", "3s", "--warmup", "2s", "--seed", "5", "--out", str(out)]
+                     "--duration", "5s", "--warmup", "2s", "--seed", "5", "--out", str(out)]
     with contextlib.ExitStack() as stack:
         pollers = {label: stack.enter_context(MetricsPoller(srv.url))
                    for label, srv in (("baseline", llama_baseline_server), ("spec", llama_spec_server))}

@@ -1,7 +1,7 @@
 """`loadgen run` (a real subprocess, as a user runs it) against the baseline and the n-gram
 speculative llama-server, with the predictable, code and freetext workloads mixed.
 
-Each run is a C=1,2,4 ladder (the servers have 4 slots) of 4 s windows, 40-56 output tokens
+Each run is a C=2,4 ladder (the servers have 4 slots) of 5 s windows, 40-56 output tokens
 and 160-token prompts, the client pinned away from the servers' core, while a thread scrapes
 the server's /metrics so every stage can be held against the server's own figures.
 """
@@ -23,13 +23,15 @@ from .runs import LOADGEN, REPO, MetricsPoller, client_cpus, run_cli
 
 pytestmark = pytest.mark.e2e
 
-LADDER = [1, 2, 4]
+# no C=1: on a slow CI host (135 ms a token) a lone stream's 7 s requests left its window empty,
+# and two rungs of 5 s keep the suite's time there
+LADDER = [2, 4]
 WORKLOADS = ("predictable", "code", "freetext")
 # 160-token prompts: at 64 the copy and edit prompts lose the text their answer repeats, and
 # predictable acceptance was no better than freetext's (pooled accepted per output token, seeds
 # 7/8: 0.00/0.38 against 0.06/0.34; the test passed or failed on which requests the windows
 # caught). At 160, seeds 7-11: 0.52-0.82 against 0.17-0.34.
-STAGE = ["--duration", "4s", "--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "160"]
+STAGE = ["--duration", "5s", "--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "160"]
 
 
 @pytest.fixture(scope="module", params=[("baseline", "completions"), ("spec", "chat")], ids=lambda p: f"{p[0]}-{p[1]}")
