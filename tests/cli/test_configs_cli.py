@@ -8,7 +8,9 @@ from tests.cli.test_crossover_cli import loadgen
 
 def test_three_simulated_configurations_give_the_tables_shape(tmp_path):
     out = tmp_path / "x3"
-    p = loadgen("crossover", "--sim-modes", "baseline,spec,spec-topk4", "--ladder", "1,5,10,30,100",
+    # no C=100: its three stages took a third of the test's 3 min on a slow 2-core host; topk=4's flattening
+    # near the measured column's 350 tok/s is tests/sim/test_modes.py's
+    p = loadgen("crossover", "--sim-modes", "baseline,spec,spec-topk4", "--ladder", "1,5,10,30",
                 "--duration", "4s", "--warmup", "1s", "--out", str(out), "--no-report")
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
@@ -23,8 +25,6 @@ def test_three_simulated_configurations_give_the_tables_shape(tmp_path):
     assert r["labels"] == ["baseline", "spec", "spec-topk4"] and len(r["pairs"]) == 3
     at = {a["concurrency"]: a for a in r["at"]}
     assert all("spec-topk4" not in a["leaders"] for a in r["at"])  # topk=4 is never best
-    # it flattens near the measured column's 350 tok/s (the simulator runs 5x faster than modelled)
-    assert 0.85 * 353.1 <= at[100]["means"]["spec-topk4"] / 5 <= 1.15 * 353.1
     # (the ladder brackets the switch with C=10 and 30, as the default ladder does: from 5 to 30 the
     # interpolated difference put it at 7.9 [6.1, 10.0] against the simulator's 12)
     # baseline leads at C=1 (by 6 % in the model: 4 s windows need not separate it jointly), spec wins at 30
