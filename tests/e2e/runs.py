@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -50,6 +51,23 @@ def run_cli(cmd: list[str], *, cpus: set[int] | None = None, timeout: float = 24
         out, err = proc.communicate()
         raise AssertionError(f"{' '.join(cmd[:4])} ... timed out after {timeout:g} s; stderr tail:\n{err[-3000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def decode_ms_per_token(url: str, tokens: int = 24) -> float:
+    """The server's own decode time a token for one short request (llama.cpp's timings), best of two."""
+    best = float("inf")
+    for _ in range(2):
+        body = json.dumps({"prompt": "Write a short story about a lighthouse.", "n_predict": tokens,
+                           "ignore_eos": True, "temperature": 0}).encode()
+        req = urllib.request.Request(url + "/completion", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            best = min(best, float(json.loads(r.read())["timings"]["predicted_per_token_ms"]))
+    return best
+
+
+def stretched(seconds: float, stretch: float) -> str:
+    """A --duration value: ``seconds`` (sized for conftest.REF_MS_PER_TOKEN) times the host's stretch."""
+    return f"{seconds * stretch:.1f}s"
 
 
 # --------------------------------------------------------------------------- /metrics

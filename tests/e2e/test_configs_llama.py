@@ -17,7 +17,7 @@ import pytest
 from loadgen.analysis.engineterms import translate
 
 from .llama import SPEC_NGRAM_N, LlamaServer
-from .runs import LOADGEN, client_cpus, run_cli
+from .runs import LOADGEN, client_cpus, run_cli, stretched
 
 pytestmark = pytest.mark.e2e
 
@@ -36,14 +36,14 @@ def ngram_b(llama_binary: Path, llama_model: Path, llama_server_cpu: int | None)
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory, llama_baseline_server, llama_spec_server, ngram_b,
-          llama_server_cpu) -> dict:
+          llama_server_cpu, llama_stretch) -> dict:
     out = tmp_path_factory.mktemp("configs") / "out"
     urls = dict(zip(LABELS, (llama_baseline_server.url, llama_spec_server.url, ngram_b.url)))
     cmd = LOADGEN + ["crossover", *[a for x in LABELS for a in ("--target", f"{x}={urls[x]}")],
                      "--protocol", "chat", "--model", "gemma", "--ladder", ",".join(map(str, LADDER)),
                      "--workloads", ",".join(WORKLOADS), "--max-tokens", "uniform:40,56",
-                     "--duration", "6s", "--warmup", "2s", "--seed", "5", "--out", str(out), "--no-report"]
-    proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300)
+                     "--duration", stretched(6, llama_stretch), "--warmup", "2s", "--seed", "5", "--out", str(out), "--no-report"]
+    proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300 * llama_stretch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"out": out, "proc": proc, "doc": json.loads((out / "run.json").read_text()),
             "res": json.loads((out / "crossover.json").read_text())}

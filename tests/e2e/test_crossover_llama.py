@@ -1,6 +1,6 @@
 """`loadgen crossover` against the two llama-servers: run.json, crossover.json and report.html
 from one baseline-vs-speculative ramp (chat route, predictable and freetext with their own prompt lengths, 40-56 output
-tokens, C=2,4, 5 s windows), then the same analysis again with ``--from``. The speculative server must show what n-gram drafting
+tokens, C=2,4, 5 s windows stretched on a slow host: conftest.llama_stretch), then the same analysis again with ``--from``. The speculative server must show what n-gram drafting
 does: much more of the output drafted and accepted on copy-style prompts than on open text.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from .checks import (check_counts, check_itl_against_metrics, check_subset_of_server_counters,
                      near_zero_gap_share, pooled_acceptance)
-from .runs import LOADGEN, MetricsPoller, client_cpus, run_cli
+from .runs import LOADGEN, MetricsPoller, client_cpus, run_cli, stretched
 
 pytestmark = pytest.mark.e2e
 
@@ -24,16 +24,17 @@ WORKLOADS = ["predictable", "freetext"]
 
 
 @pytest.fixture(scope="module")
-def xo(tmp_path_factory: pytest.TempPathFactory, llama_baseline_server, llama_spec_server, llama_server_cpu) -> dict:
+def xo(tmp_path_factory: pytest.TempPathFactory, llama_baseline_server, llama_spec_server, llama_server_cpu,
+       llama_stretch) -> dict:
     out = tmp_path_factory.mktemp("xo") / "out"
     cmd = LOADGEN + ["crossover", "--baseline-url", llama_baseline_server.url, "--spec-url", llama_spec_server.url,
                      "--protocol", "chat", "--model", "gemma", "--ladder", ",".join(map(str, LADDER)),
                      "--workloads", ",".join(WORKLOADS), "--max-tokens", "uniform:40,56",
-                     "--duration", "5s", "--warmup", "2s", "--seed", "5", "--out", str(out)]
+                     "--duration", stretched(5, llama_stretch), "--warmup", "2s", "--seed", "5", "--out", str(out)]
     with contextlib.ExitStack() as stack:
         pollers = {label: stack.enter_context(MetricsPoller(srv.url))
                    for label, srv in (("baseline", llama_baseline_server), ("spec", llama_spec_server))}
-        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=400)
+        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=400 * llama_stretch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"out": out, "proc": proc, "doc": json.loads((out / "run.json").read_text()),
             "res": json.loads((out / "crossover.json").read_text()), "pollers": pollers, "cpus": client_cpus(llama_server_cpu)}

@@ -1,7 +1,7 @@
 """`loadgen run` (a real subprocess, as a user runs it) against the baseline and the n-gram
 speculative llama-server, with the predictable, code and freetext workloads mixed.
 
-Each run is a C=2,4 ladder (the servers have 4 slots) of 5 s windows, 40-56 output tokens
+Each run is a C=2,4 ladder (the servers have 4 slots) of 5 s windows (stretched on a slow host: conftest.llama_stretch), 40-56 output tokens
 and 160-token prompts, the client pinned away from the servers' core, while a thread scrapes
 the server's /metrics so every stage can be held against the server's own figures.
 """
@@ -19,7 +19,7 @@ import pytest
 
 from .checks import check_counts, check_itl_against_metrics, check_subset_of_server_counters, pooled_acceptance
 from .llama import LlamaServer
-from .runs import LOADGEN, REPO, MetricsPoller, client_cpus, run_cli
+from .runs import LOADGEN, REPO, MetricsPoller, client_cpus, run_cli, stretched
 
 pytestmark = pytest.mark.e2e
 
@@ -31,19 +31,19 @@ WORKLOADS = ("predictable", "code", "freetext")
 # predictable acceptance was no better than freetext's (pooled accepted per output token, seeds
 # 7/8: 0.00/0.38 against 0.06/0.34; the test passed or failed on which requests the windows
 # caught). At 160, seeds 7-11: 0.52-0.82 against 0.17-0.34.
-STAGE = ["--duration", "5s", "--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "160"]
+STAGE = ["--warmup", "2s", "--max-tokens", "uniform:40,56", "--prompt-tokens", "160"]
 
 
 @pytest.fixture(scope="module", params=[("baseline", "completions"), ("spec", "chat")], ids=lambda p: f"{p[0]}-{p[1]}")
-def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, llama_server_cpu) -> dict:
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, llama_server_cpu, llama_stretch) -> dict:
     label, protocol = request.param
     server: LlamaServer = request.getfixturevalue(f"llama_{label}_server")
     out = tmp_path_factory.mktemp(f"run-{label}") / "run.json"
     cmd = LOADGEN + ["run", "--url", server.url, "--protocol", protocol, "--label", label, "--model", "gemma",
                      "--ladder", ",".join(map(str, LADDER)), "--workload", ":1,".join(WORKLOADS) + ":1",
-                     "--seed", "7", *STAGE, "--reset-cache", "--out", str(out)]
+                     "--seed", "7", "--duration", stretched(5, llama_stretch), *STAGE, "--reset-cache", "--out", str(out)]
     with MetricsPoller(server.url) as poller:
-        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300)
+        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=300 * llama_stretch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"label": label, "protocol": protocol, "doc": json.loads(out.read_text()), "poller": poller,
             "proc": proc, "out": out}
@@ -126,9 +126,12 @@ def test_acceptance_is_reported_per_workload(run: dict) -> None:
     # drafts; open text at temperature 0.8-1.0 much less. The accept rate alone does not tell them
     # apart: n-gram drafts are only proposed on a match, and a match is usually right for either
     # (freetext 0.50-0.87 measured, predictable 0.66-1.0; comparing the two rates failed 1 run in 3).
-    assert pred["accepted_per_token"] > free["accepted_per_token"], (pred, free)
-    assert pred["proposed"] / pred["tokens"] > free["proposed"] / free["tokens"], (pred, free)
-    assert pred["accept_rate"] > 0.5, pred
+    assert pred["tokens"] >= 40 and pred["accept_rate"] > 0.5 and pred["accepted_per_token"] > 0.3, pred
+    # two rungs on a slow host can finish a single freetext request in the windows (one run: 48 tokens, every
+    # draft accepted, 0.83 a token, against predictable's 0.71 over 130): a slice that small decides nothing
+    if free["tokens"] >= 120:
+        assert pred["accepted_per_token"] > free["accepted_per_token"], (pred, free)
+        assert pred["proposed"] / pred["tokens"] > free["proposed"] / free["tokens"], (pred, free)
 
 
 # --------------------------------------------------------------------------- bad input

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .checks import check_counts, check_itl_against_metrics, check_subset_of_server_counters
-from .runs import LOCUST, REPO, MetricsPoller, client_cpus, run_cli
+from .runs import LOCUST, REPO, MetricsPoller, client_cpus, run_cli, stretched
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ CONFIG = """
 [run]
 ladder = [2, 4]
 warmup = "2s"
-duration = "5s"
+duration = "{duration}"
 seed = 3
 workload = "predictable:1,code:1,freetext:1"
 max_tokens = "uniform:40,56"
@@ -41,15 +41,16 @@ model = "gemma"
 
 
 def test_locust_headless_ramp_against_both_servers(llama_baseline_server, llama_spec_server, llama_server_cpu,
-                                                   tmp_path: Path) -> None:
+                                                   llama_stretch, tmp_path: Path) -> None:
     out = tmp_path / "ramp"
     cfg = tmp_path / "llama.toml"
-    cfg.write_text(CONFIG.format(out=out, baseline=llama_baseline_server.url, spec=llama_spec_server.url))
+    cfg.write_text(CONFIG.format(out=out, baseline=llama_baseline_server.url, spec=llama_spec_server.url,
+                                 duration=stretched(5, llama_stretch)))
     servers = {"baseline": llama_baseline_server, "spec": llama_spec_server}
     with contextlib.ExitStack() as stack:
         pollers = {k: stack.enter_context(MetricsPoller(s.url)) for k, s in servers.items()}
         p = run_cli(LOCUST + ["-f", str(REPO / "scenarios" / "ramp.py"), "--headless", "--config", str(cfg)],
-                    cpus=client_cpus(llama_server_cpu), cwd=tmp_path, timeout=300)
+                    cpus=client_cpus(llama_server_cpu), cwd=tmp_path, timeout=300 * llama_stretch)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads((out / "ramp.json").read_text())
     stages = doc["stages"]

@@ -32,7 +32,9 @@ def test_crossover_in_the_vllm_flavour_with_cache_resets(tmp_path):
         assert s["checks"]["tokens"]["verdict"] == "agree", s["checks"]["tokens"]
         assert abs(s["checks"]["tokens"]["diff_pct"]) <= 1.0
         assert s["checks"]["running"]["verdict"] == "runs C", s["checks"]["running"]
-        assert s["gauges"]["running"]["p50"] == st["concurrency"]
+        # a sample taken between a request's end and the client's next send reads C - 1: on a slow CI host
+        # (and this VM on a slow day) half of C=30's 6 samples did, so p50 read 29
+        assert st["concurrency"] - 1 <= s["gauges"]["running"]["p50"] <= st["concurrency"]
         # samples every 0.5 s over a 3 s window, besides the edges
         assert 4 <= s["samples"]["taken"] <= 8 and s["samples"]["failed"] == 0
         assert s["latency"]["ttft"]["count"] > 0 and s["prompt_tokens"] > 0
