@@ -9,9 +9,10 @@ A forward is late when it ended more than 2 ms after the instant its model said 
 (loadgen.sim.scheduler): the process did not get the CPU when the modelled GPU was done. One late
 forward is caught up by the next (each starts at once); a simulator that stays behind its model
 serves slower than the server it models, and the truth it is checked against no longer applies.
-So a stage is judged on how far behind it ran on average, in its own forwards. Ten seeds of ``loadgen bench rates`` side by side on 16 cores without pinning starved
-the simulators that way: baseline at 20 req/s ended 11 req/s with 113 requests running, and the
-analysis read a saturated server (capacity "15 req/s", the simulator's own 25.9). A stage whose
+So a stage is judged on how far behind it ran on average, in its own forwards. Ten seeds of
+``loadgen bench rates`` side by side on 16 cores without pinning starved the simulators that way:
+baseline at 20 req/s ended 11 req/s with 113 requests running, and the analysis read a saturated
+server (capacity "15 req/s", the simulator's own 25.9). A stage whose
 simulator was ``starved`` is left out of the analyses (loadgen.analysis.coverage.sim_starved).
 """
 
@@ -26,9 +27,10 @@ STARVED_BEHIND = 3.0
 forwards (its lateness past 2 ms summed, over the forwards' modelled durations summed), from which it
 counts as starved. Measured on this 2-core VM (time-scale 5, 8 s windows): 0.001-0.04 with nothing else
 running, at 3 and 14 req/s of 150-250 tokens; 0.1-0.3 with four busy loops on the two cores, 2.0 in a
-worse run of those (its TPOT p50 still 7.52 ms against 7.51); 7.7 when paused 60 ms of every 80 (tests/serverview/test_simclock.py).
-The share of forwards more than 2 ms late, the criterion before, read 0.52 for the idle 14 req/s
-stage: a loaded simulator's forwards are often a little late, each one caught up the next."""
+worse run of those (its TPOT p50 still 7.52 ms against 7.51); 7.7 when paused 60 ms of every 80
+(tests/serverview/test_simclock.py). The share of forwards more than 2 ms late, the criterion before,
+read 0.52 for the idle 14 req/s stage: a loaded simulator's forwards are often a little late, each one
+caught up by the next."""
 
 
 class Clock(NamedTuple):

@@ -124,4 +124,3 @@ def llama_stretch(llama_baseline_server: LlamaServer) -> float:
     stretch = min(MAX_STRETCH, max(1.0, ms / REF_MS_PER_TOKEN))
     print(f"\n[e2e] baseline llama-server decodes at {ms:.1f} ms a token: windows x{stretch:.2f}")
     return stretch
-
