@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
 # The project's test command (README, and .ci/run calls exactly this).
-# Installs what the tests need, then runs them all.
+#
+#   bash tests/run.sh          the whole suite: both tiers, with the real servers and browsers
+#   bash tests/run.sh --fast   the fast tier only: no process, no wall-clock window (tests/conftest.py)
+#
+# Both install what they need first. The whole suite builds llama-server once per machine into
+# ~/.cache/loadgen (7-20 min on 2 cores) and installs Debian's chromium when run as root.
+# Tests run in parallel (pytest-xdist): the live tier mostly waits on wall-clock windows, so it runs
+# more workers than cores (LOADGEN_TEST_WORKERS overrides). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[test]'
+
+fast=0
+args=()
+for a in "$@"; do
+    if [ "$a" = "--fast" ]; then fast=1; else args+=("$a"); fi
+done
+cores=$(nproc)
+
+if [ "$fast" = 1 ]; then
+    exec python -m pytest -q -n "${LOADGEN_TEST_WORKERS:-$cores}" -m "not live" ${args[@]+"${args[@]}"}
+fi
+
 # Headless Chromium for the web UI and HTML report tests (Debian package).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-        || echo "tests/run.sh: could not install chromium; browser tests will say so" >&2
+        || echo "tests/run.sh: could not install chromium; the browser tests will fail saying so" >&2
 fi
-exec python -m pytest -q "$@"
+exec python -m pytest -q -n "${LOADGEN_TEST_WORKERS:-$((cores * 3))}" --dist loadgroup ${args[@]+"${args[@]}"}

@@ -21,7 +21,7 @@ from loadgen.sim.process import SimProcess
 
 
 @pytest.fixture(scope="module")
-def sims() -> dict[str, dict]:
+def sims(live) -> dict[str, dict]:
     """run.json's ``servers`` for the issue's three configurations, from the simulators' own /server_info."""
     out = {}
     for label, mode in (("base", "baseline"), ("eagle_topk1", "spec"), ("eagle_topk4", "spec-topk4")):

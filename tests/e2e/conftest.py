@@ -20,7 +20,6 @@ from typing import Iterator
 import pytest
 
 from .llama import LlamaServer, binary_version, live_servers, ensure_llama_server, ensure_model, server_binary_path
-from .runs import decode_ms_per_token
 
 # Timeout for a test that may have to build llama-server first (pyproject's default is
 # 600 s; the build alone takes 7-20 min on 2 cores).
@@ -58,14 +57,14 @@ def _llama_servers_stay_alive() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def llama_binary() -> Path:
+def llama_binary(live) -> Path:
     if os.environ.get("LOADGEN_SKIP_E2E") == "1":
         pytest.skip("LOADGEN_SKIP_E2E=1")
     return ensure_llama_server()
 
 
 @pytest.fixture(scope="session")
-def llama_model() -> Path:
+def llama_model(live) -> Path:
     if os.environ.get("LOADGEN_SKIP_E2E") == "1":
         pytest.skip("LOADGEN_SKIP_E2E=1")
     return ensure_model()
@@ -107,20 +106,3 @@ def llama_spec(llama_spec_server: LlamaServer) -> str:
     """Base URL of the llama-server with n-gram speculation (``--spec-type ngram-simple``)."""
     return llama_spec_server.url
 
-
-REF_MS_PER_TOKEN = 12.5
-"""The baseline server's decode time a token, alone, that the load tests' windows were sized for: this
-2-core VM on a usual day decoded freetext at 81 tok/s at C=1 (docs/real-servers.md)."""
-MAX_STRETCH = 4.0
-"""The most the windows stretch: on a host this much slower a stage's requests still fit its window."""
-
-
-@pytest.fixture(scope="session")
-def llama_stretch(llama_baseline_server: LlamaServer) -> float:
-    """How many times longer the load tests' windows run on this host now (1 to MAX_STRETCH): the baseline
-    server's decode time a token over REF_MS_PER_TOKEN. A slow CI host decoded at 135 ms a token at C=2,
-    and 3-5 s windows sized for this VM's usual speed held no request start."""
-    ms = decode_ms_per_token(llama_baseline_server.url)
-    stretch = min(MAX_STRETCH, max(1.0, ms / REF_MS_PER_TOKEN))
-    print(f"\n[e2e] baseline llama-server decodes at {ms:.1f} ms a token: windows x{stretch:.2f}")
-    return stretch

@@ -20,14 +20,6 @@ import time
 from dataclasses import dataclass, field
 
 
-def chromium_path() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        p = shutil.which(name)
-        if p:
-            return p
-    return None
-
-
 @dataclass
 class PageRun:
     console: list[tuple[str, str]] = field(default_factory=list)

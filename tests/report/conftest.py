@@ -14,8 +14,6 @@ from tests.report.synth import run_doc, write_run
 class Rendered:
     dir: Path
     html: str
-    seconds: float
-    """render() from run.json alone: analysis, HTML and PNGs."""
 
 
 @pytest.fixture(scope="session")
@@ -29,9 +27,8 @@ def rendered(synth_run, tmp_path_factory) -> Rendered:
     """The synthetic run rendered once from scratch (the bootstrap runs once per session); tests only read it."""
     out = tmp_path_factory.mktemp("rendered") / "run"
     shutil.copytree(synth_run, out)
-    t = time.perf_counter()
     html = render(out)
-    return Rendered(out, html.read_text(encoding="utf-8"), time.perf_counter() - t)
+    return Rendered(out, html.read_text(encoding="utf-8"))
 
 
 @pytest.fixture

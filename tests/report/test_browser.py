@@ -6,11 +6,7 @@ Set LOADGEN_SCREENSHOT_DIR to keep the screenshot (CI artifact); tests/run.sh in
 import os
 import shutil
 
-import pytest
-
-from tests.report.browser import Chrome, chromium_path
-
-pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium not installed (tests/run.sh installs it)")
+from tests.report.browser import Chrome
 
 TABS = """(() => {
   const b = document.querySelector('button[data-panel="wl-chat-hdr-1"]');
@@ -23,8 +19,8 @@ DRAWN = """Array.from(document.querySelectorAll('svg.chart'))
   .filter(e => e.getBoundingClientRect().width > 300 && e.querySelector('polyline')).length"""
 
 
-def test_report_opens_clean_in_headless_chromium(rendered, tmp_path):
-    with Chrome(chromium_path()) as ch:
+def test_report_opens_clean_in_headless_chromium(chromium, rendered, tmp_path):
+    with Chrome(chromium) as ch:
         s, run = ch.open((rendered.dir / "report.html").resolve().as_uri())
         assert run.errors() == []
         assert run.requests == []  # nothing fetched: the page is self-contained
@@ -45,10 +41,10 @@ def test_report_opens_clean_in_headless_chromium(rendered, tmp_path):
         shutil.copy(shot, os.path.join(keep, "report.png"))
 
 
-def test_the_check_sees_console_errors(tmp_path):
+def test_the_check_sees_console_errors(chromium, tmp_path):
     page = tmp_path / "bad.html"
     page.write_text('<!DOCTYPE html><p>x</p><script>console.error("boom"); undefined_call();</script>')
-    with Chrome(chromium_path()) as ch:
+    with Chrome(chromium) as ch:
         _, run = ch.open(page.as_uri())
     errors = run.errors()
     assert any("boom" in e for e in errors) and any("undefined_call" in e for e in errors)

@@ -24,7 +24,7 @@ from loadgen.report.charts import CROSS_COLOUR, WARN_COLOUR
 from loadgen.report.html import render
 from loadgen.report.palette import palette
 from loadgen.report.rates import build, is_rate_folder, rate_results
-from tests.report.browser import Chrome, chromium_path
+from tests.report.browser import Chrome
 
 DATA = Path(__file__).parent / "data" / "rates-run.json.gz"
 
@@ -67,7 +67,6 @@ def test_rates_json_made_with_the_runs_own_slos(page):
     assert not (out / "crossover.json").exists()  # no concurrency analysis of an open loop
     assert (out / "plots" / "chat-rates.png").stat().st_size > 10_000
     assert (out / "plots" / "chat-capacity.png").stat().st_size > 5_000
-    assert seconds < 30, seconds
 
 
 def test_header_says_what_was_offered(page):
@@ -231,12 +230,11 @@ def test_loadgen_report_on_an_open_loop_folder(tmp_path, capsys):
     assert not (tmp_path / "copy" / "report.html").exists()
 
 
-@pytest.mark.skipif(chromium_path() is None, reason="chromium not installed (tests/run.sh installs it)")
-def test_rate_page_opens_clean_in_headless_chromium(page, tmp_path):
+def test_rate_page_opens_clean_in_headless_chromium(chromium, page, tmp_path):
     out, _, _, _ = page
     drawn = """Array.from(document.querySelectorAll('svg.chart'))
       .filter(e => e.getBoundingClientRect().width > 300 && e.querySelector('polyline')).length"""
-    with Chrome(chromium_path()) as ch:
+    with Chrome(chromium) as ch:
         s, run = ch.open((out / "report.html").resolve().as_uri())
         assert run.errors() == [] and run.requests == []
         assert ch.evaluate(s, "document.title").endswith("(open loop)")

@@ -29,7 +29,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def sim():
+def sim(favoured):
     port = _free_port()
     p = subprocess.Popen([sys.executable, "-m", "loadgen", "sim", "--port", str(port), "--time-scale", "5"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

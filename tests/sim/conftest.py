@@ -7,12 +7,12 @@ SCALE = 20.0
 
 
 @pytest.fixture(scope="session")
-def baseline_sim():
+def baseline_sim(live):
     with SimProcess(profile="pcie-8gpu-eagle3", mode="baseline", time_scale=SCALE, seed=1) as sim:
         yield sim
 
 
 @pytest.fixture(scope="session")
-def spec_sim():
+def spec_sim(live):
     with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", time_scale=SCALE, seed=1) as sim:
         yield sim

@@ -3,7 +3,7 @@
 from loadgen.sim import bench
 
 
-def test_bench_smoke(capsys):
+def test_bench_smoke(live, capsys):
     assert bench.main(["--mode", "spec", "--streams", "10", "--duration", "0.5", "--warmup", "0", "--time-scale", "1",
                        "--server-cpu", "-1", "--client-cpu", "-1"]) == 0
     out = capsys.readouterr().out

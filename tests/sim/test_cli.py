@@ -24,14 +24,14 @@ def _one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("loadgen: error: ") and needle in lines[0], p.stderr
 
 
-def test_unknown_and_bad_profile(tmp_path):
+def test_unknown_and_bad_profile(live, tmp_path):
     _one_line_error(_sim("--profile", "nope", "--port", "0"), "unknown profile 'nope'")
     bad = tmp_path / "bad.toml"
     bad.write_text("[cost\n")
     _one_line_error(_sim("--profile", str(bad), "--port", "0"), "bad profile file")
 
 
-def test_port_in_use():
+def test_port_in_use(live):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -39,7 +39,7 @@ def test_port_in_use():
         _one_line_error(_sim("--port", str(port)), f"cannot listen on 127.0.0.1:{port}")
 
 
-def test_expect_prints_table_and_crossover():
+def test_expect_prints_table_and_crossover(live):
     p = _sim("--profile", "pcie-8gpu-eagle3", "--expect", "1,10,30,250")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
@@ -47,7 +47,7 @@ def test_expect_prints_table_and_crossover():
     assert "true crossover: C = 1" in p.stdout and "spec wins above" in p.stdout
 
 
-def test_listening_line_and_simprocess_error():
+def test_listening_line_and_simprocess_error(live):
     with SimProcess(time_scale=10, cpu=0) as sim:
         assert sim.url.startswith("http://127.0.0.1:")
     with pytest.raises(LoadgenError, match="unknown profile"):

@@ -73,7 +73,7 @@ def test_generate_stream_cumulative_and_spec_fields(spec_sim):
     assert len(m["spec_correct_drafts_histogram"]) == 3
 
 
-def test_generate_incremental(tmp_path):
+def test_generate_incremental(live, tmp_path):
     from loadgen.sim.process import SimProcess
 
     with SimProcess(mode="spec", time_scale=20, extra_args=["--incremental-streaming-output"]) as sim:
@@ -242,7 +242,7 @@ def test_health_flush_abort(baseline_sim):
     assert r.status == 200 and r.body == b""
 
 
-def test_speculative_flags_override_profile():
+def test_speculative_flags_override_profile(live):
     from loadgen.sim.process import SimProcess
 
     args = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]

@@ -139,7 +139,7 @@ def test_a_bad_spec_is_one_line_naming_the_part(text, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-def test_cli_says_it_in_one_line():
+def test_cli_says_it_in_one_line(live):
     p = subprocess.run([sys.executable, "-m", "loadgen", "sim", "--port", "0", "--faults", "reset=0.1,stal=0.1:1s"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
@@ -269,7 +269,7 @@ def test_hang_after_accepts_and_never_answers():
     assert [r["fault"] for r in sorted(recs, key=lambda r: r["received_ns"])] == ["", "", "hang", "hang"]
 
 
-def test_die_after_exits_and_the_truth_file_says_who_was_cut(tmp_path):
+def test_die_after_exits_and_the_truth_file_says_who_was_cut(live, tmp_path):
     truth = tmp_path / "truth.jsonl"
 
     async def go(url):
@@ -291,14 +291,19 @@ def test_die_after_exits_and_the_truth_file_says_who_was_cut(tmp_path):
         "a0": ("", "length"), "a1": ("", "length"), "long0": ("die", "abort"), "long1": ("die", "abort")}
 
 
-def test_a_hung_request_or_a_long_stall_does_not_hold_the_shutdown():
+HELD_S = 25
+"""Shorter than the 30 s stall, and than aiohttp's 60 s wait for handlers at shutdown: an exit before it was not
+held by either (it takes ~0.1 s here), however slow the host."""
+
+
+def test_a_hung_request_or_a_long_stall_does_not_hold_the_shutdown(live):
     async def go(sim):
         stalled = asyncio.ensure_future(fetch(sim.url, "generate", "s0", timeout=30))
         hung = asyncio.ensure_future(fetch(sim.url, "chat", "h1", timeout=30))
         await asyncio.sleep(0.3)
         t0 = time.monotonic()
         sim.proc.terminate()
-        while sim.proc.poll() is None and time.monotonic() - t0 < 4:
+        while sim.proc.poll() is None and time.monotonic() - t0 < HELD_S:
             await asyncio.sleep(0.02)
         took = time.monotonic() - t0
         await asyncio.gather(stalled, hung)
@@ -306,4 +311,4 @@ def test_a_hung_request_or_a_long_stall_does_not_hold_the_shutdown():
 
     with SimProcess(time_scale=20.0, faults="stall=1:30s,hang_after=1") as sim:
         took = asyncio.run(go(sim))
-        assert sim.proc.returncode == 0 and took < 2.0, (sim.proc.returncode, took)
+        assert sim.proc.returncode == 0 and took < HELD_S, (sim.proc.returncode, took)

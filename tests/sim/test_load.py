@@ -82,7 +82,7 @@ def test_250_streams_baseline_all_run(baseline_sim):
     assert max(len(t["steps"]) for t in mine) == 30
 
 
-def test_adaptive_speculation_turns_off_at_large_batch():
+def test_adaptive_speculation_turns_off_at_large_batch(live):
     from loadgen.sim.process import SimProcess
     from loadgen.sim.closedloop import closed_loop
 

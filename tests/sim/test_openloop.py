@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 
 import aiohttp
 import orjson
@@ -158,7 +157,7 @@ def test_bad_input_is_one_line():
         known_rate_crossovers(SIM, "chat", "throughput", [])
 
 
-def test_live_simulator_refuses_and_queues_an_open_loop_blast():
+def test_live_simulator_refuses_and_queues_an_open_loop_blast(live):
     """Sent every 2 ms, faster than 2 running + 2 queued 200-token requests are served (~0.2 s each at
     time-scale 20): the queue fills, the rest get SGLang's 503, the queued ones wait behind the cap."""
     args = ["--max-running-requests", "2", "--max-queued-requests", "2"]
@@ -175,9 +174,7 @@ def test_live_simulator_refuses_and_queues_an_open_loop_blast():
             return replies, truth
 
     with SimProcess(mode="baseline", time_scale=20, extra_args=args) as sim:
-        t0 = time.perf_counter()
         replies, truth = asyncio.run(blast(sim.url))
-        assert time.perf_counter() - t0 < 30
     refused = [r for r in replies if r.status == 503]
     assert len(refused) >= 6, [r.status for r in replies]
     assert all(orjson.loads(r.body)["message"] == "The request queue is full." for r in refused)

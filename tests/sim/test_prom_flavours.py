@@ -90,14 +90,14 @@ async def _drive(url: str) -> tuple[list[dict], dict]:
 
 
 @pytest.fixture(scope="module")
-def vllm_run():
+def vllm_run(live):
     with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", time_scale=SCALE, seed=5, metrics_flavour="vllm") as sim:
         metas, aborted = asyncio.run(_drive(sim.url))
         yield sim, metas, aborted
 
 
 @pytest.fixture(scope="module")
-def sglang_run():
+def sglang_run(live):
     with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", time_scale=SCALE, seed=5) as sim:
         metas, aborted = asyncio.run(_drive(sim.url))
         yield sim, metas, aborted
@@ -174,7 +174,7 @@ def test_vllm_counters_equal_what_the_streams_carried(vllm_run):
                                                if s.name.endswith("_count")) == len(everyone), h  # fmt: skip
 
 
-def test_vllm_counts_per_step_sglang_at_request_end():
+def test_vllm_counts_per_step_sglang_at_request_end(live):
     """Mid-stream, vLLM's generation counter has the tokens so far; SGLang's has none until the end."""
 
     async def mid(url: str) -> tuple[float, float, dict]:
@@ -248,7 +248,7 @@ def test_reset_endpoints_answer_and_are_counted(vllm_run, sglang_run):
     assert call(ssim.url, "/reset_prefix_cache").status in (404, 405)
 
 
-def test_vllm_reset_refused_while_busy():
+def test_vllm_reset_refused_while_busy(live):
     async def busy(url: str) -> tuple[int, int, dict]:
         async with aiohttp.ClientSession() as s:
             body = {"text": "Go on and on.", "stream": True,

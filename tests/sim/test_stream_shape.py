@@ -7,6 +7,7 @@ import pytest
 
 from loadgen.errors import LoadgenError
 from loadgen.sim.process import SimProcess
+from tests.conftest import favour
 from tests.sim.helpers import call, get
 
 PROMPT = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog near the river bank."
@@ -18,8 +19,9 @@ CHAT = {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "max_to
 
 
 @pytest.fixture(scope="module")
-def burst_sim():
+def burst_sim(live):
     with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", time_scale=20, seed=1, stream_shape="burst") as sim:
+        favour(sim.proc.pid)  # a burst written back to back must not be preempted midway by the host's other work
         yield sim
 
 
@@ -65,13 +67,13 @@ def test_chat_sends_one_token_per_content_event(burst_sim):
     assert [n for _, n in t["events"] if n > 0] == [1] * 60 and t["verify_ct"] < 60
 
 
-def test_server_info_names_the_shape_and_step_is_the_default(burst_sim):
+def test_server_info_names_the_shape_and_step_is_the_default(live, burst_sim):
     assert get(burst_sim.url, "/server_info").json()["loadgen_sim"]["stream_shape"] == "burst"
     with SimProcess(time_scale=20) as sim:
         assert get(sim.url, "/server_info").json()["loadgen_sim"]["stream_shape"] == "step"
 
 
-def test_unknown_shape_is_one_line_error():
+def test_unknown_shape_is_one_line_error(live):
     with pytest.raises(LoadgenError, match="stream-shape"):
         with SimProcess(stream_shape="zigzag"):
             pass

@@ -34,7 +34,7 @@ def test_truth_records_match_stream(spec_sim):
     assert t["finished_ns"] <= t["events"][-1][0]
 
 
-def test_truth_clear_and_file(tmp_path):
+def test_truth_clear_and_file(live, tmp_path):
     path = tmp_path / "truth.jsonl"
     with SimProcess(time_scale=50, extra_args=["--truth-file", str(path)]) as sim:
         _stream(sim.url, "f-1")
@@ -47,7 +47,7 @@ def test_truth_clear_and_file(tmp_path):
                              "completion_tokens", "verify_ct", "accepted_drafts", "finish_reason"}  # fmt: skip
 
 
-def test_fixed_seed_same_streams():
+def test_fixed_seed_same_streams(live):
     def run(seed):
         with SimProcess(mode="spec", time_scale=50, seed=seed) as sim:
             out = []

@@ -1,28 +1,21 @@
-"""The virtual-time truth (sim.virtual) is the steady state the live simulator really reaches.
+"""The virtual-time truth (sim.virtual): the steady state of the simulator's schedule.
 
 Equal-length baseline requests keep the phases they start with: started
 together they share one prefill per round for ever, spread out (as loadgen
 starts a stage's users) each pauses the batch for its own, 2.3 % less
 throughput at 85 users on two-crossovers, enough to move its second crossover
 by 8 users. Varied lengths drift apart whatever the start, and the crossover
-bench uses them; the live simulator must then land on the virtual figure.
+bench uses them. How close the live simulator lands on the virtual figure (within 0.1 % baseline, 0.5 %
+spec over 15 s on a quiet host) is wall-clock throughput: `loadgen bench crossover --truth live` prints the
+live crossover beside the virtual one, not a test.
 """
 
 from __future__ import annotations
 
-import pytest
-
-from loadgen.bench.crossover_bench import _chat_source, _lengths
-from loadgen.bench.live_truth import server_throughput
 from loadgen.sim.virtual import simulated_throughput, workload_mix
 from loadgen.workloads import Lengths
 
 PROFILE, C = "two-crossovers", 85
-
-
-@pytest.fixture(scope="module")
-def mix():
-    return workload_mix(PROFILE, "chat", lengths=_lengths())
 
 
 def test_spread_users_pay_their_own_prefills():
@@ -35,15 +28,6 @@ def test_spread_users_pay_their_own_prefills():
     s_spread = simulated_throughput(PROFILE, "spec", C, mix=mix, forwards=8000, warmup_forwards=1500)
     s_lock = simulated_throughput(PROFILE, "spec", C, mix=mix, forwards=8000, warmup_forwards=1500, spread=False)
     assert abs(s_spread - s_lock) < 0.01 * s_lock
-
-
-@pytest.mark.parametrize("mode", ["baseline", "spec"])
-def test_live_simulator_reaches_the_virtual_steady_state(mix, mode):
-    """Measured: within 0.1 % (baseline) and 0.5 % (spec) over 15 s; the lock-step figure is 2.3 % off."""
-    scale = 5.0
-    truth = simulated_throughput(PROFILE, mode, C, mix=mix)
-    live = server_throughput(PROFILE, mode, C, _chat_source(), time_scale=scale, seed=0, duration_s=8.0) / scale
-    assert abs(live - truth) < 0.01 * truth, (live, truth)
 
 
 def test_known_crossover_beside_a_reported_one():

@@ -245,7 +245,7 @@ def test_consecutive_ids_read_on(tmp_path) -> None:
     assert second.prompt == "".join(toks[bt : 2 * bt]).lstrip()
 
 
-def test_deterministic_per_seed_and_across_processes() -> None:
+def test_deterministic_per_seed_and_across_processes(live) -> None:
     workload = TraceWorkload(load_trace("mooncake-small"))
     once = [r.prompt for r in workload.requests(7)]
     assert once == [r.prompt for r in TraceWorkload(load_trace("mooncake-small")).requests(7)]

@@ -40,7 +40,7 @@ async def _accept_lengths(url: str) -> dict[str, list[float]]:
     return out
 
 
-def test_builtins_order_by_accept_length() -> None:
+def test_builtins_order_by_accept_length(live) -> None:
     with SimProcess(profile="pcie-8gpu-eagle3", mode="spec", time_scale=20.0) as sim:
         lengths = asyncio.run(_accept_lengths(sim.url))
     means = {name: statistics.fmean(values) for name, values in lengths.items()}

@@ -8,7 +8,7 @@ import sys
 import orjson
 
 
-def test_list_and_show(cli) -> None:
+def test_list_and_show(live, cli) -> None:
     listed = cli("workloads", "list")
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[0] for line in listed.stdout.splitlines()]
@@ -20,7 +20,7 @@ def test_list_and_show(cli) -> None:
     assert len(headers) == 4 and all("prompt_tokens=120" in h for h in headers)
 
 
-def test_show_json_is_deterministic(cli) -> None:
+def test_show_json_is_deterministic(live, cli) -> None:
     args = ("workloads", "show", "predictable:1,freetext:1", "-n", "50", "--seed", "9", "--json", "--max-tokens", "uniform:5,9")
     first, second = cli(*args), cli(*args)
     assert first.returncode == 0, first.stderr
@@ -43,7 +43,7 @@ def _bad_inputs(tmp_path):
     }
 
 
-def test_bad_input_is_one_line_exit_2(cli, tmp_path, plugin_dir) -> None:
+def test_bad_input_is_one_line_exit_2(live, cli, tmp_path, plugin_dir) -> None:
     for case, (args, expected) in _bad_inputs(tmp_path).items():
         result = cli("workloads", "show", *args, extra_path=plugin_dir)
         assert result.returncode == 2, (case, result.stderr)
@@ -53,7 +53,7 @@ def test_bad_input_is_one_line_exit_2(cli, tmp_path, plugin_dir) -> None:
         assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-def test_list_survives_a_broken_plugin(cli, plugin_dir) -> None:
+def test_list_survives_a_broken_plugin(live, cli, plugin_dir) -> None:
     listed = cli("workloads", "list", extra_path=plugin_dir)
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line for line in listed.stdout.splitlines()}
@@ -61,7 +61,7 @@ def test_list_survives_a_broken_plugin(cli, plugin_dir) -> None:
     assert "unavailable" in rows["broken"] and "failed to import" in rows["broken"]
 
 
-def test_show_into_a_closed_pipe_is_quiet(wl) -> None:
+def test_show_into_a_closed_pipe_is_quiet(live, wl) -> None:
     # `loadgen workloads show ... | head -1`: the reader leaves early; no traceback.
     cmd = f"{sys.executable} -m loadgen workloads show code -n 200 --full | head -1"
     result = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, cwd=wl.repo)

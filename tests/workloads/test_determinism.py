@@ -29,7 +29,7 @@ def test_same_seed_same_bytes_and_seeds_differ(spec: str, lengths: Lengths | Non
     assert first != other
 
 
-def test_identical_across_processes(wl) -> None:
+def test_identical_across_processes(live, wl) -> None:
     # A fresh interpreter with another hash seed: nothing may depend on hash() or import order.
     code = (
         "import hashlib, itertools, orjson; from loadgen.workloads import resolve, Lengths, Length;"

@@ -47,7 +47,7 @@ class HaikuWorkload(Workload):
 '''
 
 
-def test_installed_entry_point_is_discovered(tmp_path: Path) -> None:
+def test_installed_entry_point_is_discovered(live, tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "pyproject.toml").write_text(textwrap.dedent(PYPROJECT))
