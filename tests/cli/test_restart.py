@@ -6,11 +6,12 @@ failures and the ladder goes on."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
+
+from tests.cli.runner import free_port, nothing_listens, start, stderr_until
 
 # The server's start command: the embedded simulator under a wrapper that kills it and exits when the test
 # drops a "die" file beside it; a wrapper started again while a "dead" file is there exits at once (a box
@@ -32,35 +33,20 @@ WRAPPER = textwrap.dedent("""
         time.sleep(0.05)
     sys.exit(sim.returncode)
 """)
-FLAGS = ["--ladder", "1,2", "--duration", "1.5s", "--warmup", "0.5s", "--max-tokens", "64", "--no-report"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stages(out):
-    try:
-        return json.loads((out / "run.json").read_text())["stages"]
-    except (OSError, ValueError, KeyError):
-        return []
+FLAGS = ["--ladder", "1,2", "--duration", "1s", "--warmup", "0.5s", "--max-tokens", "64", "--no-report"]
 
 
 def crash_during_second_stage(tmp_path, *argv, die=None, timeout=120):
-    """Run ``loadgen crossover *argv``; once its first stage is written, drop the die file (in ``die``, by
-    default ``tmp_path``: the second stage is then in its warm-up); its exit, stdout and stderr."""
-    out = tmp_path / "xo"
-    p = subprocess.Popen([sys.executable, "-m", "loadgen", "crossover", *argv, *FLAGS, "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout
-    while len(stages(out)) < 1 and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.05)
-    time.sleep(0.3)
-    ((die or tmp_path) / "die").touch()
-    so, se = p.communicate(timeout=timeout)
-    return p.returncode, so, se
+    """Run ``loadgen crossover *argv``; once it says its second stage has begun, drop the die file (in ``die``,
+    by default ``tmp_path``); its exit, stdout and stderr."""
+    p = start("crossover", *argv, *FLAGS, "--out", str(tmp_path / "xo"))
+    try:
+        head = stderr_until(p, "[2/4]")
+        ((die or tmp_path) / "die").touch()
+        so, se = p.communicate(timeout=timeout)
+    finally:
+        p.kill()
+    return p.returncode, so, head + se
 
 
 def starts(tmp_path, port):
@@ -70,12 +56,7 @@ def starts(tmp_path, port):
     return ["--url", f"http://127.0.0.1:{port}", "--baseline-start", f"{sim} baseline", "--spec-start", f"{sim} spec"]
 
 
-def nothing_listens(port):
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
-
-
-def test_a_server_that_dies_during_a_stage_is_started_again_and_the_stage_run_once_more(tmp_path):
+def test_a_server_that_dies_during_a_stage_is_started_again_and_the_stage_run_once_more(live, tmp_path):
     port = free_port()
     rc, so, se = crash_during_second_stage(tmp_path, *starts(tmp_path, port))
     assert rc == 0, se
@@ -95,18 +76,19 @@ def test_a_server_that_dies_during_a_stage_is_started_again_and_the_stage_run_on
     assert nothing_listens(port)
 
 
-def test_a_server_that_never_comes_back_ends_the_run_with_what_was_measured(tmp_path):
+def test_a_server_that_never_comes_back_ends_the_run_with_what_was_measured(live, tmp_path):
     port = free_port()
     argv = starts(tmp_path, port)
     out = tmp_path / "xo"
-    p = subprocess.Popen([sys.executable, "-m", "loadgen", "crossover", *argv, *FLAGS, "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while len(stages(out)) < 1 and p.poll() is None:
-        time.sleep(0.05)
-    (tmp_path / "dead").touch()  # no start from now on succeeds
-    time.sleep(0.3)
-    (tmp_path / "die").touch()
-    so, se = p.communicate(timeout=120)
+    p = start("crossover", *argv, *FLAGS, "--out", str(out))
+    try:
+        head = stderr_until(p, "[2/4]")
+        (tmp_path / "dead").touch()  # no start from now on succeeds
+        (tmp_path / "die").touch()
+        so, se = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    se = head + se
     assert p.returncode == 1, se
     err = [line for line in se.splitlines() if "error:" in line]
     assert len(err) == 1 and "did not come back after 2 restarts" in err[0] and "fell off the bus" in err[0], se
@@ -117,7 +99,7 @@ def test_a_server_that_never_comes_back_ends_the_run_with_what_was_measured(tmp_
     assert nothing_listens(port)
 
 
-def test_a_server_loadgen_did_not_start_records_its_failures_and_the_ladder_goes_on(tmp_path):
+def test_a_server_loadgen_did_not_start_records_its_failures_and_the_ladder_goes_on(live, tmp_path):
     ports = free_port(), free_port()
     wrap = tmp_path / "wrap.py"
     wrap.write_text(WRAPPER)

@@ -1,20 +1,14 @@
 """`loadgen run` as a user runs it: a real process, the embedded simulator, Ctrl-C."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
+
+from tests.cli.runner import start, stderr_until
 
 
-def loadgen(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=300, **kw)
-
-
-def test_run_against_the_embedded_simulator(tmp_path):
+def test_run_against_the_embedded_simulator(cli, tmp_path):
     out = tmp_path / "run.json"
-    p = loadgen("run", "--concurrency", "1,3", "--duration", "2s", "--warmup", "0.5s", "--sim-time-scale", "10",
+    p = cli("run", "--concurrency", "1,3", "--duration", "2s", "--warmup", "0.5s", "--sim-time-scale", "10",
                 "--sim-mode", "spec", "--workload", "predictable", "--out", str(out))
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
@@ -32,29 +26,27 @@ def test_run_against_the_embedded_simulator(tmp_path):
     assert "TTFT p50" in p.stdout
 
 
-def test_ctrl_c_keeps_finished_stages(tmp_path):
+def test_ctrl_c_keeps_finished_stages(live, tmp_path):
     out = tmp_path / "run.json"
-    p = subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--concurrency", "1,2,3", "--duration", "3s",
-                          "--warmup", "0.2s", "--sim-time-scale", "10", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if out.exists() and json.loads(out.read_text())["stages"]:
-            break
-        time.sleep(0.2)
-    time.sleep(1.5)  # inside the second stage's window
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=60)
+    p = start("run", "--concurrency", "1,2,3", "--duration", "3s", "--warmup", "0.2s", "--sim-time-scale", "10",
+              "--out", str(out))
+    try:
+        head = stderr_until(p, "[2/3]")  # the second stage has begun
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    stderr = head + stderr
     assert p.returncode == 130, stderr
     doc = json.loads(out.read_text())
-    assert doc["run"]["interrupted"] is True and len(doc["stages"]) >= 2
+    assert doc["run"]["interrupted"] is True and len(doc["stages"]) == 2
     assert doc["stages"][0]["incomplete"] is False
     last = doc["stages"][-1]  # the stage Ctrl-C cut short is kept, marked as such
     assert last["incomplete"] is True and any("interrupted" in n for n in last["notes"])
     assert "results so far are saved" in stderr and "Traceback" not in stderr
 
 
-def test_bad_input_is_one_line(tmp_path):
+def test_bad_input_is_one_line(cli, tmp_path):
     for args, words in [
         (["--url", "ftp://x"], "not an http(s) URL"),
         (["--url", "http://127.0.0.1:9", "--ladder", "5,2"], "must increase"),
@@ -63,19 +55,19 @@ def test_bad_input_is_one_line(tmp_path):
         (["--url", "http://127.0.0.1:9", "--slo", "foo=1"], "--slo"),
         (["--sim-faults", "reset=0.1,nope=1"], "--sim-faults: 'nope=1': unknown fault 'nope'"),
     ]:
-        p = loadgen("run", *args, "--out", str(tmp_path / "x.json"))
+        p = cli("run", *args, "--out", str(tmp_path / "x.json"))
         assert p.returncode == 2, (args, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr, (args, p.stderr)
 
 
-def test_warmup_covers_users_queued_behind_the_running_cap(tmp_path):
+def test_warmup_covers_users_queued_behind_the_running_cap(cli, tmp_path):
     """Beyond the server's running cap first requests queue: the warm-up must scale with C, not stay at C=2's."""
     from loadgen.sim.process import SimProcess
 
     out = tmp_path / "run.json"
     with SimProcess(mode="baseline", time_scale=20, extra_args=["--max-running-requests", "4"]) as sim:
-        p = loadgen("run", "--url", sim.url, "--concurrency", "2,12", "--duration", "1s", "--warmup", "0.01s",
+        p = cli("run", "--url", sim.url, "--concurrency", "2,12", "--duration", "1s", "--warmup", "0.01s",
                     "--max-tokens", "60", "--ignore-eos", "--out", str(out))
     assert p.returncode == 0, p.stderr
     stages = json.loads(out.read_text())["stages"]
@@ -84,9 +76,9 @@ def test_warmup_covers_users_queued_behind_the_running_cap(tmp_path):
     assert not [n for n in stages[1]["notes"] if "had not finished a first request" in n], stages[1]["notes"]
 
 
-def test_the_embedded_simulator_injects_faults_and_the_stage_counts_them(tmp_path):
+def test_the_embedded_simulator_injects_faults_and_the_stage_counts_them(cli, tmp_path):
     out = tmp_path / "run.json"
-    p = loadgen("run", "--concurrency", "3", "--duration", "1.5s", "--warmup", "0.3s", "--sim-time-scale", "10",
+    p = cli("run", "--concurrency", "3", "--duration", "1.5s", "--warmup", "0.3s", "--sim-time-scale", "10",
                 "--max-tokens", "20", "--sim-faults", "http503=0.2,truncate=0.2", "--out", str(out))
     assert p.returncode == 0, p.stderr
     req = json.loads(out.read_text())["stages"][0]["requests"]

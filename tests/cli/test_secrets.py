@@ -112,7 +112,7 @@ class RecordingProxy:
 
 
 @pytest.fixture(scope="module")
-def servers():
+def servers(live):
     with SimProcess(mode="baseline", time_scale=10) as base, SimProcess(mode="spec", time_scale=10) as spec:
         with RecordingProxy(base.url) as pb, RecordingProxy(spec.url) as ps:
             yield pb, ps

@@ -74,9 +74,9 @@ def test_old_names_still_work_and_say_so_once(front_, old, new, value, capsys):
     assert capsys.readouterr().err.splitlines() == [f"loadgen: note: {old} is deprecated; use {new}"]
 
 
-def test_an_old_name_on_the_real_command_line_is_a_note_then_works(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "loadgen", "run", "--url", "http://127.0.0.1:9", "--concurrency",
-                        "5,2", "--out", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=120)
+def test_an_old_name_on_the_real_command_line_is_a_note_then_works(cli, tmp_path):
+    p = cli("run", "--url", "http://127.0.0.1:9", "--concurrency", "5,2", "--out", str(tmp_path / "x.json"),
+            timeout=120)
     assert p.returncode == 2
     assert p.stderr.splitlines() == ["loadgen: note: --concurrency is deprecated; use --ladder",
                                      "loadgen: error: --ladder: concurrencies must increase, got '5,2'"]
@@ -155,7 +155,7 @@ def test_crossover_loop_and_spec_details_reach_the_run(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("cmd", [["-m", "loadgen", "run", "--help"], ["-m", "loadgen", "crossover", "--help"],
                                  ["-m", "locust", "-f", "scenarios/ramp.py", "--help"]])
-def test_help_works(cmd):
+def test_help_works(live, cmd):
     p = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     if "loadgen" in cmd:

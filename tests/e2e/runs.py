@@ -3,14 +3,16 @@
 * :func:`client_cpus` — the cores left to the load client (all but the servers' core).
 * :func:`run_cli` — a command in a child process pinned to those cores, with a timeout and
   its own process group (killed if it outlives the timeout).
+* :class:`ServerTotals` — what a llama-server counted (generated tokens, drafts) while a
+  ``with`` block ran: its ``/metrics`` read on entry and on exit.
 * :class:`MetricsPoller` — scrapes a llama-server's ``/metrics`` a few times a second in a
   thread, each scrape stamped with CLOCK_MONOTONIC (the clock loadgen stamps its stage
-  windows with), so counter differences can be taken over any stage's window afterwards.
+  windows with), so counter differences can be taken over any stage's window afterwards
+  (tests/e2e/figures.py's server-side decode rate).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,7 +22,6 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 LOADGEN = [sys.executable, "-m", "loadgen"]
@@ -51,23 +52,6 @@ def run_cli(cmd: list[str], *, cpus: set[int] | None = None, timeout: float = 24
         out, err = proc.communicate()
         raise AssertionError(f"{' '.join(cmd[:4])} ... timed out after {timeout:g} s; stderr tail:\n{err[-3000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def decode_ms_per_token(url: str, tokens: int = 24) -> float:
-    """The server's own decode time a token for one short request (llama.cpp's timings), best of two."""
-    best = float("inf")
-    for _ in range(2):
-        body = json.dumps({"prompt": "Write a short story about a lighthouse.", "n_predict": tokens,
-                           "ignore_eos": True, "temperature": 0}).encode()
-        req = urllib.request.Request(url + "/completion", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            best = min(best, float(json.loads(r.read())["timings"]["predicted_per_token_ms"]))
-    return best
-
-
-def stretched(seconds: float, stretch: float) -> str:
-    """A --duration value: ``seconds`` (sized for conftest.REF_MS_PER_TOKEN) times the host's stretch."""
-    return f"{seconds * stretch:.1f}s"
 
 
 # --------------------------------------------------------------------------- /metrics
@@ -107,6 +91,27 @@ class Decode:
     @property
     def ms_per_token(self) -> float | None:
         return 1000 * self.seconds / self.steps if self.steps else None
+
+
+class ServerTotals:
+    """What the server counted while in the ``with`` block: ``/metrics`` read on entry and on exit."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.before: dict[str, float] = {}
+        self.after: dict[str, float] = {}
+
+    def __enter__(self) -> "ServerTotals":
+        self.before = scrape(self.url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.after = scrape(self.url)
+
+    def total(self) -> Decode:
+        b, a = self.before, self.after
+        diff = lambda key: a.get(key, 0.0) - b.get(key, 0.0)  # noqa: E731
+        return Decode(tokens=diff(KEYS[0]), seconds=diff(KEYS[1]), drafted=diff(KEYS[3]), accepted=diff(KEYS[4]))
 
 
 class MetricsPoller:
@@ -166,39 +171,3 @@ class MetricsPoller:
 
     def total(self) -> Decode:
         return self.between(self.samples[0][0], self.samples[-1][0])
-
-    def requests_ended(self, start_ns: int, end_ns: int) -> tuple[list[tuple[int, float]], int]:
-        """Requests that ended in [start_ns, end_ns], one by one where the scrapes allow.
-
-        Each request adds ``n`` tokens but only ``n - 1`` steps, so a scrape interval's
-        ``tokens - steps`` is the number of requests that ended in it. Where that is 1, the
-        interval's differences are that one request's ``(tokens, first-to-last-token ms)``.
-        Returns those, and how many requests ended in intervals shared with others.
-        """
-        singles: list[tuple[int, float]] = []
-        shared = 0
-        for tokens, ms, ended in self._intervals(start_ns, end_ns):
-            if ended == 1:
-                singles.append((tokens, ms))
-            else:
-                shared += max(ended, 1)
-        return singles, shared
-
-    def per_token_ms(self, start_ns: int, end_ns: int) -> list[float]:
-        """The server's first-to-last-token time per step of the requests that ended in [start_ns, end_ns]:
-        one value per scrape interval, a single request's own or, where several ended in one interval,
-        their mean (their tokens − their count steps over their summed generation time)."""
-        return [ms / (tokens - ended) for tokens, ms, ended in self._intervals(start_ns, end_ns)
-                if tokens - max(ended, 1) > 0]
-
-    def _intervals(self, start_ns: int, end_ns: int) -> Iterator[tuple[int, float, int]]:
-        """(tokens, first-to-last-token ms, requests ended) of each scrape interval in the span that moved."""
-        s = self.samples
-        for (t0, a), (t1, b) in zip(s, s[1:]):
-            if t0 < start_ns or t1 > end_ns:
-                continue
-            tokens = round(b[KEYS[0]] - a[KEYS[0]])
-            if not tokens:
-                continue
-            seconds = b[KEYS[1]] - a[KEYS[1]]
-            yield tokens, 1000 * seconds, round(tokens - b[KEYS[2]] * seconds)

@@ -1,7 +1,9 @@
 """`loadgen crossover` against the two llama-servers: run.json, crossover.json and report.html
-from one baseline-vs-speculative ramp (chat route, predictable and freetext with their own prompt lengths, 40-56 output
-tokens, C=2,4, 5 s windows stretched on a slow host: conftest.llama_stretch), then the same analysis again with ``--from``. The speculative server must show what n-gram drafting
-does: much more of the output drafted and accepted on copy-style prompts than on open text.
+from one baseline-vs-speculative ramp (chat route, predictable and freetext, 24-32 output tokens,
+C=2,4), then the same analysis again with ``--from``. Every window closes after the same number of
+requests (``--requests``), so it holds that many whatever the host's speed. The speculative server
+must show what n-gram drafting does: much more of the output drafted and accepted on copy-style
+prompts than on open text.
 """
 
 from __future__ import annotations
@@ -12,36 +14,53 @@ from pathlib import Path
 
 import pytest
 
-from .checks import (check_counts, check_itl_against_metrics, check_subset_of_server_counters,
-                     near_zero_gap_share, pooled_acceptance)
-from .runs import LOADGEN, MetricsPoller, client_cpus, run_cli, stretched
+from loadgen.analysis.compare import BY_NAME
+
+from .checks import check_counts, check_server_view, check_subset_of_server_counters, pooled_acceptance
+from .runs import LOADGEN, ServerTotals, client_cpus, run_cli
 
 pytestmark = pytest.mark.e2e
 
-# no C=1 and 5 s windows: on a slow CI host (135 ms a token) C=1's 3 s windows held no request start
 LADDER = [2, 4]
 WORKLOADS = ["predictable", "freetext"]
+# 8 requests a window: 4 a user at C=2, 2 at C=4. The analysis cuts each window into 1 s bins, one sample
+# each, and compares a concurrency only where both targets have two or more. 6 requests of 24-32 tokens
+# spanned 3.2-9.1 s on this shared 2-core VM (load average 3-5; 3-9 bins), about 40 ms a token at C=2,
+# so 2.5 times as fast a day (the usual 15-20 ms) would leave some windows one bin: 8 keeps two or more.
+# A faster host still has fewer bins: the test then checks the comparisons that were possible (_compared).
+REQUESTS = 8
+METRIC = "output_tokens_per_s"
 
 
 @pytest.fixture(scope="module")
-def xo(tmp_path_factory: pytest.TempPathFactory, llama_baseline_server, llama_spec_server, llama_server_cpu,
-       llama_stretch) -> dict:
+def xo(tmp_path_factory: pytest.TempPathFactory, llama_baseline_server, llama_spec_server, llama_server_cpu) -> dict:
     out = tmp_path_factory.mktemp("xo") / "out"
     cmd = LOADGEN + ["crossover", "--baseline-url", llama_baseline_server.url, "--spec-url", llama_spec_server.url,
                      "--protocol", "chat", "--model", "gemma", "--ladder", ",".join(map(str, LADDER)),
-                     "--workloads", ",".join(WORKLOADS), "--max-tokens", "uniform:40,56",
-                     "--duration", stretched(5, llama_stretch), "--warmup", "2s", "--seed", "5", "--out", str(out)]
+                     "--workload", ",".join(WORKLOADS), "--max-tokens", "uniform:24,32",
+                     "--requests", str(REQUESTS), "--warmup", "0s", "--seed", "5", "--out", str(out)]
     with contextlib.ExitStack() as stack:
-        pollers = {label: stack.enter_context(MetricsPoller(srv.url))
-                   for label, srv in (("baseline", llama_baseline_server), ("spec", llama_spec_server))}
-        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=400 * llama_stretch)
+        totals = {label: stack.enter_context(ServerTotals(srv.url))
+                  for label, srv in (("baseline", llama_baseline_server), ("spec", llama_spec_server))}
+        proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"out": out, "proc": proc, "doc": json.loads((out / "run.json").read_text()),
-            "res": json.loads((out / "crossover.json").read_text()), "pollers": pollers, "cpus": client_cpus(llama_server_cpu)}
+            "res": json.loads((out / "crossover.json").read_text()), "totals": totals,
+            "cpus": client_cpus(llama_server_cpu)}
 
 
 def _stages(xo: dict, target: str, workload: str | None = None) -> list[dict]:
     return [s for s in xo["doc"]["stages"] if s["target"] == target and (workload is None or workload in s["workloads"])]
+
+
+def _samples(stage: dict, workload: str) -> list[float]:
+    return BY_NAME[METRIC].samples(stage["workloads"][workload]["timeline"])
+
+
+def _compared(xo: dict, workload: str) -> list[int]:
+    """The concurrencies the analysis can compare: where both targets' windows gave two samples or more."""
+    return [c for c in LADDER if all(len(_samples(s, workload)) >= 2 for s in _stages(xo, "baseline", workload)
+                                     + _stages(xo, "spec", workload) if s["concurrency"] == c)]
 
 
 def test_outputs_of_the_ramp(xo: dict) -> None:
@@ -53,17 +72,30 @@ def test_outputs_of_the_ramp(xo: dict) -> None:
     assert servers["baseline"]["engine"] == servers["spec"]["engine"] == "llama.cpp", servers
     assert res["baseline"] == "baseline" and res["spec"] == "spec"
     assert sorted(res["workloads"]) == sorted(WORKLOADS)
+    compared_any = False
     for w in WORKLOADS:
-        a = res["workloads"][w]["output_tokens_per_s"]["analysis"]
-        assert [c["concurrency"] for c in a["comparisons"]] == LADDER
+        want = _compared(xo, w)
+        if not want:
+            assert res["workloads"][w] == {}, res["workloads"][w]
+            continue
+        compared_any = True
+        m = res["workloads"][w][METRIC]
+        a = m["analysis"]
+        # the analysis compared exactly the concurrencies its samples allow, from exactly those samples
+        assert [c["concurrency"] for c in a["comparisons"]] == want, (w, want, a["comparisons"])
         for c in a["comparisons"]:
+            by = {s["target"]: s for s in _stages(xo, "baseline", w) + _stages(xo, "spec", w)
+                  if s["concurrency"] == c["concurrency"]}
+            assert (c["n_baseline"], c["n_spec"]) == (len(_samples(by["baseline"], w)), len(_samples(by["spec"], w)))
             assert c["mean_baseline"] > 0 and c["mean_spec"] > 0 and c["verdict"] in ("tie", "baseline", "spec"), c
-        assert res["workloads"][w]["output_tokens_per_s"]["recommendation"]
+        assert m["recommendation"]
+        assert f"workload {w}: output throughput" in xo["proc"].stdout
     html = (out / "report.html").read_text()
     assert len(html) > 10_000 and "predictable" in html and "freetext" in html
-    for f in ("run.csv", "run.hlog", "plots/predictable-throughput.png"):
+    for f in ("run.csv", "run.hlog"):
         assert (out / f).stat().st_size > 0, f
-    assert "workload predictable: output throughput" in xo["proc"].stdout
+    if compared_any:
+        assert any((out / "plots").glob("*-throughput.png"))
 
 
 def test_from_reproduces_the_analysis(xo: dict, tmp_path: Path) -> None:
@@ -79,46 +111,32 @@ def test_every_stage_has_its_servers_view(xo: dict) -> None:
     """Each stage's server block against the server it ran on: tokens of the requests that ended between
     the scrapes equal the counter, and on the speculative server the drafts equal the requests' timings."""
     for st in xo["doc"]["stages"]:
-        sv = st["server"]
-        assert sv["available"] and sv["engine"] == "llama.cpp", sv
-        assert sv["checks"]["tokens"]["verdict"] == "agree", sv["checks"]["tokens"]
-        want = "equal" if st["target"] == "spec" else "not comparable"
-        assert sv["checks"]["acceptance"]["verdict"] == want, sv["checks"]["acceptance"]
-        assert sv["checks"]["running"]["cap"] == 4 and sv["gauges"]["running"]["max"] <= 4
+        check_server_view(st, spec=st["target"] == "spec")
     html = (xo["out"] / "report.html").read_text()
     assert "What the server ran" in html
 
 
-def test_token_counts_and_itl_against_each_server(xo: dict) -> None:
+def test_token_counts_against_each_server(xo: dict) -> None:
     for target in ("baseline", "spec"):
         stages = _stages(xo, target)
         for s in stages:
-            check_counts(s)
-        check_subset_of_server_counters(stages, xo["pollers"][target])
-        check_itl_against_metrics(stages, xo["pollers"][target])
+            check_counts(s, REQUESTS)
+            # every request ran to its max_tokens or stopped before (24-32; the base model hardly stops)
+            assert s["requests"]["completed"] <= s["server_output_tokens"] <= 32 * s["requests"]["completed"]
+        check_subset_of_server_counters(stages, xo["totals"][target])
 
 
 def test_speculation_pays_on_predictable_not_on_freetext(xo: dict) -> None:
     assert all(s["drafts"]["proposed"] == 0 for s in _stages(xo, "baseline"))
-    assert xo["pollers"]["baseline"].total().drafted == 0
-    spec = {w: {s["concurrency"]: s for s in _stages(xo, "spec", w)} for w in WORKLOADS}
-    pred, free = pooled_acceptance(list(spec["predictable"].values()), "predictable"), \
-        pooled_acceptance(list(spec["freetext"].values()), "freetext")
-    # accept rate = drafts accepted / proposed (llama.cpp's timings.draft_n_accepted / draft_n)
-    assert pred["proposed"] > 0 and pred["accept_rate"] > 0.6, pred
-    if free["proposed"]:
-        assert pred["accept_rate"] > free["accept_rate"], (pred, free)
-    # share of the output that came from accepted drafts, over the ladder
-    assert pred["accepted_per_token"] > 1.5 * free["accepted_per_token"], (pred, free)
-    # loadgen sees the accepted drafts in its own timing: llama.cpp sends the tokens of one
-    # verify step as back-to-back events, so each accepted draft token is a chunk gap of ~0
-    # (per request exactly so: test_llama_protocol.py). Pooled over the ladder, since a
-    # window's chunks and its requests' drafts are different slices of the traffic.
-    gaps = {w: sum(near_zero_gap_share(s) * s["chunk_gap"]["count"] for s in spec[w].values())
-            / sum(s["chunk_gap"]["count"] for s in spec[w].values()) for w in WORKLOADS}
-    assert gaps["predictable"] > gaps["freetext"], gaps
-    assert gaps["predictable"] >= 0.5 * pred["accepted_per_token"], (gaps, pred)
-    for s in _stages(xo, "baseline"):
-        # No drafts, so no bursts: only reads that found two events at once (a busy machine) give a
-        # ~0 gap here; measured 0-7.5 % under load, against most of predictable's gaps.
-        assert near_zero_gap_share(s) <= 0.10, (s["concurrency"], s["chunk_gap"])
+    assert xo["totals"]["baseline"].total().drafted == 0
+    pred = pooled_acceptance(_stages(xo, "spec", "predictable"), "predictable")
+    free = pooled_acceptance(_stages(xo, "spec", "freetext"), "freetext")
+    # 16 requests of each workload (two windows of 8). Accept rate = drafts accepted / proposed (llama.cpp's
+    # timings.draft_n_accepted / draft_n); n-gram drafts are proposed only on a match in the context, and
+    # copy-style prompts make the output repeat the prompt. Measured at 24-32 tokens, 8-16 requests of each:
+    # predictable 0.91-0.99 against freetext 0.54-0.60; 0.59-0.73 accepted drafts per output token against
+    # 0.32-0.35.
+    assert pred["proposed"] > 0 and free["proposed"] > 0, (pred, free)
+    assert pred["accept_rate"] > 0.7 and pred["accept_rate"] > free["accept_rate"], (pred, free)
+    # share of the output that came from accepted drafts
+    assert pred["accepted_per_token"] > 1.3 * free["accepted_per_token"], (pred, free)

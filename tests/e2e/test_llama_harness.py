@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +17,9 @@ import pytest
 from .llama import BuildError, LlamaServer, ServerError, _run_step, ensure_llama_server, file_lock
 
 REPO = Path(__file__).resolve().parents[2]
+
+# every test here starts a process (a build step, a fake binary, a lock holder, a server)
+pytestmark = pytest.mark.usefixtures("live")
 
 
 def _gone(pid: int) -> bool:
@@ -61,22 +66,46 @@ def test_override_binary_that_does_not_run(monkeypatch: pytest.MonkeyPatch, tmp_
         ensure_llama_server()
 
 
+def _lock_waiters(path: Path) -> int:
+    """Processes (or threads) blocked on ``path``'s flock, as the kernel lists them in /proc/locks."""
+    ino = f":{path.stat().st_ino} "
+    return sum(1 for line in Path("/proc/locks").read_text().splitlines() if "->" in line and ino in line)
+
+
 def test_build_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
-    lock = tmp_path / ".lock"
+    lock, released = tmp_path / ".lock", tmp_path / "released"
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
-            import sys, time
+            import sys
+            from pathlib import Path
             from tests.e2e.llama import file_lock
-            with file_lock(__import__('pathlib').Path({str(lock)!r})):
+            with file_lock(Path({str(lock)!r})):
                 print('held', flush=True)
-                time.sleep(1.5)
-        """)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+                sys.stdin.readline()
+                Path({str(released)!r}).write_text('released')
+        """)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        t0 = time.monotonic()
-        with file_lock(lock):
-            waited = time.monotonic() - t0
-        assert waited > 0.8
+        # held by the other process: not to be had now
+        with open(lock, "a+") as f, pytest.raises(BlockingIOError):
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        got: list[bool] = []
+
+        def take() -> None:
+            with file_lock(lock):
+                got.append(released.exists())
+
+        waiter = threading.Thread(target=take, daemon=True)
+        waiter.start()
+        deadline = time.monotonic() + 60
+        while not _lock_waiters(lock):  # file_lock waits for the holder ...
+            assert time.monotonic() < deadline and waiter.is_alive(), "file_lock neither waited nor returned"
+            time.sleep(0.01)
+        assert got == []
+        holder.stdin.write("\n")  # ... which lets go only after writing its marker
+        holder.stdin.flush()
+        waiter.join(timeout=60)
+        assert got == [True]
     finally:
         holder.kill()
         holder.wait()

@@ -97,8 +97,7 @@ class _TimingsOf:
 
 async def _stream_all(url: str, proto, reqs: list[GenRequest], concurrency: int) -> list[RequestRecord]:
     """Closed loop: ``concurrency`` users take the requests in turn, each with its own client
-    (its own connection pool: see test_loadgen_run.py's xfail for a shared pool's trouble
-    with llama.cpp's closed connections)."""
+    (its own connection pool)."""
     out: list[RequestRecord] = []
     queue = list(reqs)
 
@@ -141,12 +140,14 @@ def test_chunk_stamps_agree_with_server_timings_per_request(server_url: str, lla
     the time from the end of prompt processing, when the first token exists, to the last
     token, over the decode steps after the first).
 
-    Both measure the same span of the same generation, one at the server's compute thread,
-    one at the client's socket: they differ by the difference between the first and the last
-    token's trip from the server's sampler to loadgen's stamp (an HTTP thread hand-off and a
-    loopback write, under a millisecond each when the server's core is not oversubscribed,
-    up to a few ms when it is). Over ~40 decode steps of ~20-80 ms that is well under 5 %;
-    we allow 5 % + 0.5 ms per token per request and 2 % on the median (measured: 0.1 %).
+    Both measure the same span of the same generation (matched by response id), one at the
+    server's compute thread, one at the client's socket (the kernel's receive stamp), so their
+    ratio does not move with the host's speed: a slower host lengthens both spans alike. They
+    differ by the difference between the first and the last token's trip from the server's sampler
+    to the client's socket (an HTTP thread hand-off and a loopback write: under a millisecond when
+    the server's core is free, a few ms when a busy loop shares it). We allow 5 % + 0.5 ms per token
+    per request and 2 % on the median. Measured per request 0.983-1.010, with busy loops on both
+    cores or without; medians within 0.6 %.
     """
     spec_url = llama_spec
     lengths = Lengths.parse(None, "40", None, False)
@@ -160,19 +161,23 @@ def test_chunk_stamps_agree_with_server_timings_per_request(server_url: str, lla
             assert rec.ok and rec.token_counts_exact, (rec.error_class, list(rec.chunk_tokens))
             t = proto.timings[rec.server_id]
             n = rec.output_tokens
-            assert t["predicted_n"] == n == sum(rec.chunk_tokens)
+            assert t["predicted_n"] == n == sum(rec.chunk_tokens) == len(rec.chunk_ns)
             client_ms = (rec.chunk_ns[-1] - rec.chunk_ns[0]) / 1e6 / (n - 1)
             server_ms = t["predicted_ms"] / (n - 1)
             assert abs(client_ms - server_ms) <= 0.05 * server_ms + 0.5, (protocol, c, client_ms, server_ms, t)
             ratios.append(client_ms / server_ms)
             # Under speculation the tokens of one verify step (its first token plus the accepted
             # drafts) are written as back-to-back events: one gap of ~0 per accepted draft token,
-            # while every other gap is a forward pass of the model (>= 10 ms here).
-            gaps = [(b - a) / 1e6 for a, b in zip(rec.chunk_ns, rec.chunk_ns[1:])]
+            # while every other gap is a forward pass of the model. A burst gap is told from a step
+            # by the request's own mean forward pass (the server's time over its n - 1 - accepted
+            # steps): under a tenth of it, whatever the host's speed. Measured with busy loops on both
+            # cores: burst gaps up to 12 ms against steps of 110-175 ms, every burst counted; off by
+            # one where a late read took two steps' events at once (a baseline request, 1 of 8).
             accepted = t.get("draft_n_accepted", 0)
-            bursts = sum(g < 1.0 for g in gaps)
-            assert abs(bursts - accepted) <= 1 + accepted // 10, (bursts, t)
+            step_ms = t["predicted_ms"] / (n - 1 - accepted)
+            gaps = [(b - a) / 1e6 for a, b in zip(rec.chunk_ns, rec.chunk_ns[1:])]
+            bursts = sum(g < step_ms / 10 for g in gaps)
+            assert abs(bursts - accepted) <= 1 + accepted // 10, (bursts, step_ms, t)
             total_accepted += accepted
         assert abs(statistics.median(ratios) - 1) <= 0.02, ratios
     assert (total_accepted > 0) == (server_url == spec_url)
-

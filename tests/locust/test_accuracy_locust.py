@@ -19,7 +19,7 @@ def true_summary(log: dict, stage: dict, name: str) -> dict:
     return h.summary(m.divisor)
 
 
-def test_locust_itl_and_chunk_gap_match_the_servers_send_log(tmp_path):
+def test_locust_itl_and_chunk_gap_match_the_servers_send_log(favoured, tmp_path):
     with schedserver("--tokens", "1,3,2,4", "--interval-ms", "10", "--ttft-ms", "20", "--mode", "staggered") as url:
         (tmp_path / "t.toml").write_text(
             '[run]\nladder = [20]\nwarmup = 1\nduration = 3\nmax_tokens = "uniform:20,60"\n'
@@ -30,8 +30,8 @@ def test_locust_itl_and_chunk_gap_match_the_servers_send_log(tmp_path):
             log = json.loads(r.read())
     stage = results(tmp_path / "out")["stages"][0]
     assert stage["requests"]["completed"] > 20 and stage["requests"]["failed"] == 0
-    # A stamp taken on the gevent side, or after the parsing, would be off by milliseconds;
-    # the bounds leave room for a shared 2-core machine's noise at p99.
+    # A stamp taken on the gevent side, or after the parsing, would be off by milliseconds; kernel stamps
+    # are not, with the client and server ahead of the host's other work (`favoured`).
     for name in ("itl", "chunk_gap"):
         true = true_summary(log, stage, name)
         for q, bound in (("p50", 0.5), ("p99", 1.5)):

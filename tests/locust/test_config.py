@@ -149,7 +149,7 @@ def locust_parse(*argv: str) -> tuple[dict, list[str]]:
     return json.loads(p.stdout), [line for line in p.stderr.splitlines() if line.startswith("loadgen:")]
 
 
-def test_the_locust_options_are_the_defined_ones_and_every_old_one_works():
+def test_the_locust_options_are_the_defined_ones_and_every_old_one_works(live):
     from loadgen.settings import knobs as K
 
     got, notes = locust_parse("--stage-duration", "7s", "--stage-requests", "9", "--ladder", "1,3",
@@ -174,7 +174,7 @@ def test_the_locust_options_are_the_defined_ones_and_every_old_one_works():
     assert (cfg.duration_s, cfg.requests, cfg.ladder, cfg.workload) == (7.0, 9, (1, 3), "code")
 
 
-def test_an_old_name_in_the_files_tool_locust_table_works(tmp_path):
+def test_an_old_name_in_the_files_tool_locust_table_works(live, tmp_path):
     (tmp_path / "x.toml").write_text('[tool.locust]\nstage-duration = "7s"\n')
     got, notes = locust_parse("--config", str(tmp_path / "x.toml"))
     assert got["ns"]["duration"] == "7s"

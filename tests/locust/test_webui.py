@@ -3,10 +3,7 @@ the tab's colours and per-C comparison as status.json serves them."""
 
 import html
 import re
-import shutil
 import subprocess
-
-import pytest
 
 from helpers import FAST, free_port, get_json, start_locust, stop, wait_for
 
@@ -16,14 +13,6 @@ MODES = ["baseline", "spec", "spec-topk4"]
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 def dump_dom(browser: str, url: str, profile) -> str:
@@ -37,10 +26,8 @@ def cells(dom: str) -> list[str]:
     return [html.unescape(c) for c in re.findall(r"<td[^>]*>([^<]*)</td>", dom)]
 
 
-def test_tab_shows_live_stage_figures_and_charts_for_three_targets(tmp_path):
-    browser = chromium()
-    if browser is None:
-        pytest.skip("no chromium/chrome executable on PATH (tests/run.sh installs Debian's chromium)")
+def test_tab_shows_live_stage_figures_and_charts_for_three_targets(chromium, tmp_path):
+    browser = chromium
     port = free_port()
     proc = start_locust("--autostart", "--web-host", "127.0.0.1", "--web-port", str(port), "--ladder", "1,2,5,10",
                         "--sim-modes", ",".join(MODES), *FAST, "--out", str(tmp_path / "out"), cwd=tmp_path,

