@@ -31,7 +31,8 @@ LABELS = ["base", "ngramA", "ngramB"]
 NGRAM_B_M = 32
 # 8 requests a window, 4 a user: the analysis takes one sample per 1 s bin and leaves out a configuration
 # with fewer than two. 6 requests of 24-32 tokens at C=2 spanned 4.3-10.9 s on this shared 2-core VM (load
-# average 3-5), about 40 ms a token; 8 keep two bins or more on a day 2.5 times as fast (15-20 ms a token).
+# average 3-5, about 40 ms a token), 8 requests 11-28 s at a load average of 12; 8 keep two bins or more on
+# a day 2.5 times as fast as the first (15-20 ms a token).
 REQUESTS = 8
 METRIC = "output_tokens_per_s"
 
@@ -126,7 +127,7 @@ def test_drafters_accept_more_on_predictable(three: dict) -> None:
     """Each drafter takes more of its output from accepted drafts on copy-style prompts than on open text.
     Not the accept rate: n-gram drafts are proposed only on a match, and a match is usually right on either
     (one run's 6 freetext requests: ngramB 0.91 against predictable's 0.89). Measured, accepted drafts per
-    output token: ngramA 0.67 against 0.45, ngramB 0.71 against 0.39."""
+    output token, three runs: ngramA 0.67-0.69 against 0.40-0.45, ngramB 0.70-0.71 against 0.33-0.39."""
     acc = {}
     for x in ("ngramA", "ngramB"):
         for w in WORKLOADS:

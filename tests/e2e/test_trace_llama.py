@@ -30,8 +30,8 @@ WARMUP_S = 1.0
 NAME = "tiny"
 # (ms after the first, prompt tokens, output tokens, prefix block): the first two are the warm-up's
 ENTRIES = [(500 * i, 48 + 8 * (i % 5), 8 + (i * 5) % 9, i % 2) for i in range(12)]
-# A dispatch lag p99 above this flags a stage and the rate analysis leaves it out; the test checks that
-# whichever way the client's timing went (test_rates_json_and_report_speak_of_the_replay).
+# A dispatch lag p99 above this flags a stage and the rate analysis leaves it out of its comparisons; the
+# test checks that whichever way the client's timing went (test_rates_json_and_report_speak_of_the_replay).
 MAX_LAG_MS = 50
 
 
@@ -101,12 +101,15 @@ def test_rates_json_and_report_speak_of_the_replay(replay) -> None:
         ol = s["open_loop"]
         # the flag is the stage's own dispatch lag against the bound, nothing else
         assert ol["lag_flagged"] == (ol["dispatch_lag_ms"]["p99"] > MAX_LAG_MS), ol
-    # a stage whose schedule was not kept (dispatch lag flagged) is left out of the rate analysis
-    kept = {s["target"] for s in stages if not s["open_loop"]["lag_flagged"]}
-    pts = r["points"].get(f"trace:{NAME}", [])
-    assert {p["target"] for p in pts} == kept, (pts, kept)
+    # every target is a point; one whose schedule was not kept (dispatch lag flagged: 954 ms once, the client
+    # starved beside a load average of 12) carries the flag and is left out of the comparisons, and named
+    flagged = {s["target"] for s in stages if s["open_loop"]["lag_flagged"]}
+    pts = r["points"][f"trace:{NAME}"]
+    assert sorted(p["target"] for p in pts) == ["base", "ngram"], pts
     for p in pts:
+        assert p["lag_flagged"] == (p["target"] in flagged), (p, flagged)
         assert p["ended_per_s"] is not None and p["figures"]["ttft_planned_p50"] is not None
+    assert {x["target"] for x in (r.get("left_out") or {}).get(f"trace:{NAME}", [])} == flagged, r.get("left_out")
     assert f"trace:{NAME}: open loop" in replay["proc"].stdout
     html = (replay["out"] / "report.html").read_text()
     assert NAME in html and "C=" not in html
