@@ -57,10 +57,25 @@ def favoured(live) -> None:
     client-bound flag that must not fire, a running batch that must be C. On a saturated host that claim
     would be false, not wrongly judged: the client's loop was held 350 ms beside four other test workers,
     and a vLLM-flavoured stage at C=30 ran a median batch of 26, both rightly flagged."""
+    with _favoured():
+        yield
+
+
+@pytest.fixture(scope="module")
+def favoured_module(live) -> None:
+    """``favoured`` for a module's shared run (a module-scoped fixture that makes it requests this)."""
+    with _favoured():
+        yield
+
+
+@contextlib.contextmanager
+def _favoured():
     before = os.getpriority(os.PRIO_PROCESS, 0)
     favour(0)
-    yield
-    os.setpriority(os.PRIO_PROCESS, 0, before)
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 def favour(pid: int) -> None:

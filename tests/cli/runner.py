@@ -1,10 +1,13 @@
 """The command line as a user runs it: ``python -m loadgen ARGS`` in a child process, and loopback ports.
 
-Tests reach the runner through the ``cli`` fixture (tests/cli/conftest.py), which puts them in the live tier.
+Tests reach the child-process runner through the ``cli`` fixture (tests/cli/conftest.py), which puts them in the
+live tier; input refused before anything starts is run in the test's own process (:func:`in_process`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import socket
 import subprocess
 import sys
@@ -41,3 +44,18 @@ def stderr_until(p: subprocess.Popen, needle: str) -> str:
         if needle in line:
             break
     return "".join(seen)
+
+
+def in_process(*args: str) -> subprocess.CompletedProcess:
+    """``loadgen ARGS`` run in this process (loadgen.cli.main, whose streams it gives back): for input it refuses
+    before any process or load starts, a fast-tier test. A test that reaches a child process here fails at once
+    (tests/conftest.py): such input belongs with ``cli``."""
+    from loadgen.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:  # argparse's own errors
+            rc = exc.code
+    return subprocess.CompletedProcess(["loadgen", *args], rc, out.getvalue(), err.getvalue())

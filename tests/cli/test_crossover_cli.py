@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.cli.runner import free_port, nothing_listens
+from tests.cli.runner import free_port, in_process, nothing_listens
 
 # a started server's stages: four requests a window, each short (32 tokens at time-scale 10): the tests of
 # started servers read which server ran which stage and what was left running, not figures
@@ -15,7 +15,7 @@ SHORT = ["--requests", "4", "--warmup", "0.5s", "--max-tokens", "32"]
 
 
 @pytest.fixture(scope="module")
-def xo(cli, tmp_path_factory):
+def xo(favoured_module, cli, tmp_path_factory):
     """A run against the embedded simulators, with its report: chat, whose crossover (C≈12 in the model) lies
     between the ladder's C=1 and 30. At time-scale 5: at 10, a host busy on both cores starved the simulators
     at C=30 (143 forwards behind their model, against 0.8 at 5)."""
@@ -27,7 +27,7 @@ def xo(cli, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def two(cli, tmp_path_factory):
+def two(favoured_module, cli, tmp_path_factory):
     """A small run of two workloads against the embedded simulators, for the tests of --from that read what it
     wrote, not its figures: 1 s windows of short requests hold enough of the analysis's bins (four requests
     a window did not)."""
@@ -130,13 +130,21 @@ headless = true
     assert nothing_listens(port)
 
 
-def test_errors_are_one_line(cli, tmp_path):
+def test_a_start_command_that_exits_is_one_line(cli, tmp_path):
+    port = free_port()
+    p = cli("crossover", "--baseline-url", f"http://127.0.0.1:{port}", "--spec-url", f"http://127.0.0.1:{port}",
+            "--baseline-start", f"{sys.executable} -c 'import sys; sys.exit(4)'", "--ladder", "1",
+            "--out", str(tmp_path / "o"), timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and "status 4" in lines[-1] and "Traceback" not in p.stderr, p.stderr
+
+
+def test_errors_are_one_line(tmp_path):
+    """Input refused before any server starts or any load is sent: in this process, as loadgen.cli.main."""
     port = free_port()
     cases = [
         (["--baseline-url", "http://127.0.0.1:9"], "give both"),
         (["--from", str(tmp_path / "missing")], "not found"),
-        (["--baseline-url", f"http://127.0.0.1:{port}", "--spec-url", f"http://127.0.0.1:{port}",
-          "--baseline-start", f"{sys.executable} -c 'import sys; sys.exit(4)'", "--ladder", "1"], "status 4"),
         (["--workloads", "nosuch", "--ladder", "1"], "nosuch"),
         (["--config", str(tmp_path / "nope.toml")], "config file not found"),
     ]
@@ -160,7 +168,7 @@ def test_errors_are_one_line(cli, tmp_path):
         (["--sim-modes", "baseline,baseline"], "named twice"),
     ]
     for args, words in cases:
-        p = cli("crossover", *args, "--out", str(tmp_path / "o"), timeout=120)
+        p = in_process("crossover", *args, "--out", str(tmp_path / "o"))
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2, (args, p.stderr)
         assert words in lines[-1] and "Traceback" not in p.stderr, (args, p.stderr)
@@ -228,7 +236,7 @@ start = "{_sim(port)} spec"
     _check(json.loads((out / "run.json").read_text()), p, port)
 
 
-def test_one_url_errors_are_one_line(cli, tmp_path):
+def test_one_url_errors_are_one_line(tmp_path):
     no_start = tmp_path / "nostart.toml"
     no_start.write_text('[run]\nurl = "http://127.0.0.1:1"\n[targets.a]\nstart = "x"\n[targets.b]\n')
     cases = [
@@ -237,7 +245,7 @@ def test_one_url_errors_are_one_line(cli, tmp_path):
         (["--config", str(no_start)], "targets.b.start"),
     ]
     for args, words in cases:
-        p = cli("crossover", *args, "--out", str(tmp_path / "o"), timeout=120)
+        p = in_process("crossover", *args, "--out", str(tmp_path / "o"))
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2, (args, p.stderr)
         assert words in lines[-1] and "Traceback" not in p.stderr, (args, p.stderr)

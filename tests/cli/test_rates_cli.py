@@ -19,11 +19,13 @@ import pytest
 from loadgen.analysis.rates import rate_analysis
 from loadgen.sim.process import SimProcess
 
+from tests.cli.runner import in_process
+
 SLOS = "ttft_p99=160ms,tpot_p50=8ms"
 
 
 @pytest.fixture(scope="module")
-def ladder(cli, tmp_path_factory):
+def ladder(favoured_module, cli, tmp_path_factory):
     """Baseline and spec at 8 req/s (both keep up), 30 (both saturate: ~19 req/s is their capacity in the
     model) and 40 (not run: the ladder stops past saturation), with a capacity search of one stage each."""
     out = tmp_path_factory.mktemp("rates") / "out"
@@ -136,18 +138,18 @@ def test_a_trace_replays(cli, tmp_path):
     (["crossover", "--rate", "1", "--capacity", "ttft=1s"], "--capacity: 'ttft=1s' is not METRIC_pNN=LIMIT"),
     (["capacity", "--rate", "1"], "loadgen capacity needs --capacity SLOS"),
 ])
-def test_bad_open_loop_input_is_one_line(cli, args, says):
-    p = cli(*args, timeout=60)
+def test_bad_open_loop_input_is_one_line(args, says):
+    p = in_process(*args)
     assert p.returncode == 2, p.stderr
     assert says in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
-def test_a_bad_trace_line_is_named(cli, tmp_path):
+def test_a_bad_trace_line_is_named(tmp_path):
     bad = tmp_path / "t.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
                    '{"timestamp": 5, "input_length": -3, "output_length": 5}\n')
-    p = cli("run", "--trace", str(bad), timeout=60)
+    p = in_process("run", "--trace", str(bad))
     assert p.returncode == 2 and f"{bad}:2:" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 

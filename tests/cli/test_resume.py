@@ -14,7 +14,7 @@ import pytest
 
 from loadgen.run.results import RUN_SCHEMA
 
-from tests.cli.runner import start, stderr_until
+from tests.cli.runner import in_process, start, stderr_until
 
 # small: 2 concurrencies x 2 targets, short requests (a stage's users start spread over one request); the
 # simulators at 2x, not 5x: the client then keeps up on 2 shared cores (at 5x, C=10 was client-bound and a
@@ -117,40 +117,42 @@ def fake_run(path, settings: dict, schema=RUN_SCHEMA, command="crossover"):
     (lambda d: fake_run(d, {"ladder": [1, 5, 10], "seed": 11}), "--ladder: the run had 1,5,10, this invocation 1,5"),
     (lambda d: fake_run(d, {"ladder": [1, 5], "seed": 3}), "--seed: the run had 3, this invocation 11"),
 ])
-def test_a_resume_of_something_else_is_one_line(cli, tmp_path, make, words):
+def test_a_resume_of_something_else_is_one_line(tmp_path, make, words):
     d = tmp_path / "r"
     make(d)
-    p = cli("crossover", "--resume", str(d), "--ladder", "1,5", "--seed", "11", timeout=60)
+    p = in_process("crossover", "--resume", str(d), "--ladder", "1,5", "--seed", "11")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
     assert p.stderr.startswith("loadgen: error: --resume")
 
 
-def test_resume_goes_on_where_the_run_was(cli, tmp_path):
+def test_resume_goes_on_where_the_run_was(tmp_path):
     d = fake_run(tmp_path / "r", {"ladder": [1, 5]})
-    p = cli("crossover", "--resume", str(d), "--ladder", "1,5", "--out", str(tmp_path / "elsewhere"), timeout=60)
+    p = in_process("crossover", "--resume", str(d), "--ladder", "1,5", "--out", str(tmp_path / "elsewhere"))
     assert p.returncode == 2 and "a resumed run goes on where it was" in p.stderr, p.stderr
 
 
-def test_credentials_written_masked_are_not_a_difference_and_not_reused(cli, tmp_path):
+def test_credentials_written_masked_are_not_a_difference_and_not_reused(tmp_path):
     """run.json holds a header's value masked: the same flags given again compare equal (here the first
     difference is a later knob); --resume alone, whose recorded flags would send the mask, is refused."""
     d = fake_run(tmp_path / "r", {"ladder": [1, 5], "header": {"Authorization": "***"}, "sim_profile": "other"})
-    p = cli("crossover", "--resume", str(d), "--ladder", "1,5", "--header", "Authorization: Bearer abcdefgh123",
-                timeout=60)
+    p = in_process("crossover", "--resume", str(d), "--ladder", "1,5", "--header",
+                   "Authorization: Bearer abcdefgh123")
     assert p.returncode == 2 and "--sim-profile: the run had other" in p.stderr, p.stderr
     doc = json.loads((d / "run.json").read_text())
     doc["run"]["argv"] = ["crossover", "--header", "Authorization: ***"]
     (d / "run.json").write_text(json.dumps(doc))
-    p = cli("crossover", "--resume", str(d), timeout=60)
+    p = in_process("crossover", "--resume", str(d))
     assert p.returncode == 2 and "its recorded flags hold credentials" in p.stderr, p.stderr
 
 
 def test_loadgen_run_cut_by_ctrl_c_resumes_and_runs_the_cut_stage_again(cli, tmp_path):
     out = tmp_path / "run.json"
-    flags = ["--ladder", "1,2,3", "--duration", "1.5s", "--warmup", "0.2s", "--sim-time-scale", "10", "--seed", "5"]
+    # the signal lands at the second stage's first progress line (1 s in), 3 s before its window ends: the
+    # stage it cuts is the second whatever the host's speed
+    flags = ["--ladder", "1,2,3", "--duration", "4s", "--warmup", "0.2s", "--sim-time-scale", "10", "--seed", "5"]
     p = start("run", *flags, "--out", str(out))
     try:
-        stderr_until(p, "[2/3]")  # the second stage has begun
+        stderr_until(p, "C=2: ")  # the second stage's first progress line: its signal handler is set
         p.send_signal(signal.SIGINT)
         assert p.wait(60) == 130
     finally:

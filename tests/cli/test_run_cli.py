@@ -3,7 +3,7 @@
 import json
 import signal
 
-from tests.cli.runner import start, stderr_until
+from tests.cli.runner import in_process, start, stderr_until
 
 
 def test_run_against_the_embedded_simulator(cli, tmp_path):
@@ -28,10 +28,11 @@ def test_run_against_the_embedded_simulator(cli, tmp_path):
 
 def test_ctrl_c_keeps_finished_stages(live, tmp_path):
     out = tmp_path / "run.json"
-    p = start("run", "--concurrency", "1,2,3", "--duration", "3s", "--warmup", "0.2s", "--sim-time-scale", "10",
+    # cut at the second stage's first progress line (1 s in), 3 s before its window ends
+    p = start("run", "--concurrency", "1,2,3", "--duration", "4s", "--warmup", "0.2s", "--sim-time-scale", "10",
               "--out", str(out))
     try:
-        head = stderr_until(p, "[2/3]")  # the second stage has begun
+        head = stderr_until(p, "C=2: ")  # the second stage's first progress line: its signal handler is set
         p.send_signal(signal.SIGINT)
         stdout, stderr = p.communicate(timeout=60)
     finally:
@@ -46,7 +47,7 @@ def test_ctrl_c_keeps_finished_stages(live, tmp_path):
     assert "results so far are saved" in stderr and "Traceback" not in stderr
 
 
-def test_bad_input_is_one_line(cli, tmp_path):
+def test_bad_input_is_one_line(tmp_path):
     for args, words in [
         (["--url", "ftp://x"], "not an http(s) URL"),
         (["--url", "http://127.0.0.1:9", "--ladder", "5,2"], "must increase"),
@@ -55,7 +56,7 @@ def test_bad_input_is_one_line(cli, tmp_path):
         (["--url", "http://127.0.0.1:9", "--slo", "foo=1"], "--slo"),
         (["--sim-faults", "reset=0.1,nope=1"], "--sim-faults: 'nope=1': unknown fault 'nope'"),
     ]:
-        p = cli("run", *args, "--out", str(tmp_path / "x.json"))
+        p = in_process("run", *args, "--out", str(tmp_path / "x.json"))
         assert p.returncode == 2, (args, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr, (args, p.stderr)

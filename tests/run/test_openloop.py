@@ -1,6 +1,7 @@
-"""The open-loop stage against a real loopback server: on schedule when the client keeps up,
-flagged when it does not (a slow client, an in-flight cap), one schedule for every target and
-split over processes; and the dispatch benchmark's smoke run.
+"""The open-loop stage against a real loopback server: every send the schedule's, flagged exactly when its
+lag passes the bound, and flagged when the client is made slow (a blocked loop, an in-flight cap); one
+schedule for every target and split over processes; and the dispatch benchmark's smoke run. How small the
+lag stays is the host's and `loadgen bench dispatch`'s figure.
 
 The server is the known-schedule SSE server (loadgen/bench/schedserver.py) in its own process:
 its send log (``/truth``) says which requests it got, when, and how many tokens each asked for.
