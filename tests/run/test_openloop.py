@@ -180,7 +180,9 @@ def test_two_processes_split_one_schedule(fast_url):
     for rid, v in log.items():
         _, _, proc, n = rid.split("-")
         index[int(proc[1:]) + 2 * int(n)] = v
-    assert len(index) == len(log) and max(index) < ol["planned"]  # no arrival twice, none past the schedule's
+    # no arrival twice (each process plans up to its own cool-down's end, so one can run a position or more
+    # past the other and the merged planned count bounds neither: 376 of 376 planned, beside two busy loops)
+    assert len(index) == len(log)
     assert {rid.split("-")[2] for rid in log} == {"p0", "p1"}
     # the window is [0.5 s, 2.5 s) of the schedule (a fixed warm-up): exactly its arrivals were counted in it,
     # and every one of them reached the server with the request of its position (the i-th asks 1 + i % 5
