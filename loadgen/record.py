@@ -11,6 +11,10 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+CANCELLED = "cancelled"
+"""The error class of a request the runner cancelled (the stage's end, a cut, Ctrl-C): the server did not fail
+it, so a stage counts it apart from its failures."""
+
 
 @dataclass(slots=True)
 class RequestRecord:

@@ -20,7 +20,7 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.payload import BytesPayload
 
 from loadgen.client.protocols import UNKNOWN, Protocol, StreamState
-from loadgen.record import RequestRecord
+from loadgen.record import CANCELLED, RequestRecord
 from loadgen.request import GenRequest
 from loadgen.client.sse import SSEParser
 from loadgen.client.tokencount import TokenCounter, reconcile
@@ -214,7 +214,7 @@ class StreamClient:
                     return rec
                 await self._read_stream(resp, rec, state, texts, marks, last_mark)
         except asyncio.CancelledError:
-            rec.fail("cancelled", "request cancelled by the runner")
+            rec.fail(CANCELLED, "request cancelled by the runner")
             rec.end_ns = _now()
             raise
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from locust import User, constant, task
 
 from loadgen import redact
-from loadgen.record import RequestRecord
+from loadgen.record import CANCELLED, RequestRecord
 
 
 class LLMRequestFailed(Exception):
@@ -47,7 +47,7 @@ class LLMUser(User):
 
 def report(events, rec: RequestRecord, request_type: str) -> None:
     """One finished request into Locust's statistics (call from a greenlet)."""
-    if rec.error_class == "cancelled":
+    if rec.error_class == CANCELLED:
         return
     e2e_ms = (rec.end_ns - rec.t0_ns) / 1e6 if rec.end_ns else 0.0
     # Locust shows and writes its failures (UI, --csv, --html): a message naming a URL is masked (loadgen/redact.py)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Callable
 
 from loadgen.client.target import Target
-from loadgen.record import RequestRecord
+from loadgen.record import CANCELLED, RequestRecord
 from loadgen.run.spec import Cut, StageSpec, WindowProbe
 from loadgen.serverview.checks import ClientView, add_checks, ended_between
 from loadgen.run.window import (ENDED_KEEP_NS, FAR, OPEN_AHEAD_NS, OPEN_SCRAPE_LEAD_NS, RecordFolder, StageState,
@@ -106,16 +106,17 @@ class Lifecycle:
                                rec.accepted_drafts, rec.proposed_drafts))
 
     # --- the phases -----------------------------------------------------------------------------
-    async def drive(self, *, tokens: Callable[[], int] | None = None, ready: Callable[[], bool] | None = None,
+    async def drive(self, *, tokens: Callable[[], int] | None = None, waiting: Callable[[], int] | None = None,
                     opened: Callable[[int], None] | None = None,
                     open_at: Callable[[], int | None] | None = None) -> None:
         """Warm-up, window and cool-down, within the stage's budget (hit, the stage is cut there).
 
-        ``tokens`` (tokens seen so far) and ``ready`` (every user streaming) feed an
-        adaptive warm-up; ``opened``/``open_at`` share its instant between processes.
+        ``tokens`` (tokens seen so far) and ``waiting`` (users whose first request is not streaming yet)
+        feed an adaptive warm-up; ``waiting`` at the window's opening is the stage's ``warmup`` record.
+        ``opened``/``open_at`` share the window's instant between processes.
         A cancellation (Ctrl-C, an aborted Locust stage) goes through to the caller.
         """
-        phases = self._phases(tokens, ready, opened, open_at)
+        phases = self._phases(tokens, waiting, opened, open_at)
         if self.deadline is None:
             await phases
             return
@@ -128,9 +129,9 @@ class Lifecycle:
         """Ctrl-C / SIGTERM: keep what the window measured so far, cut at this instant."""
         self.state.cut_here("interrupt")
 
-    async def _phases(self, tokens, ready, opened, open_at) -> None:
+    async def _phases(self, tokens, waiting, opened, open_at) -> None:
         state, spec, probe = self.state, self.spec, self.probe
-        ws = await self._find_window_start(tokens, ready, opened, open_at)
+        ws = await self._find_window_start(tokens, waiting, opened, open_at)
         seen = tokens or (lambda: 0)
         if probe is not None:
             # the server's counters just before the window, so the scrape (a few ms, 3-9 ms measured
@@ -147,6 +148,7 @@ class Lifecycle:
         self.cpu.mark_start()
         self._phase(WINDOW)
         state.warm_users = state.first_done
+        state.not_streaming = waiting() if waiting is not None else None
         await state.wait_window_closed()
         self._phase(COOLDOWN)
         self._close_window(state.we)
@@ -177,7 +179,7 @@ class Lifecycle:
             else:
                 self.cooldown_overran = True
 
-    async def _find_window_start(self, tokens, ready, opened, open_at) -> int:
+    async def _find_window_start(self, tokens, waiting, opened, open_at) -> int:
         spec, state, t0 = self.spec, self.state, self.t0
         if spec.max_warmup_s is None:
             return state.ws  # fixed: opened when the stage began
@@ -197,7 +199,7 @@ class Lifecycle:
                 return shared
             t = _now()
             steady.add(t, tokens() if tokens is not None else 0, state.failures)
-            if t >= cap or (t >= t_min and steady.settled() and (ready is None or ready())):
+            if t >= cap or (t >= t_min and steady.settled() and (waiting is None or waiting() == 0)):
                 state.warmup_capped = t >= cap and (cap > t_min or state.warmup_squeezed)
                 state.measured_steady = t < cap
                 # an instant a little ahead: every process sees it before it comes, and the
@@ -254,6 +256,9 @@ class Lifecycle:
         res = acc.result(target=target.label, url=target.url, protocol=target.protocol,
                          concurrency=spec.concurrency, client=health, stage_index=stage_index)
         res.server = state.server
+        if state.not_streaming is not None:
+            res.warmup = {"users": self.n_users, "not_streaming": state.not_streaming,
+                          "first_done": state.warm_users}
         res.notes.extend(notes)
         if self.notes:
             res.notes.extend(stage_notes(state, spec, res, self.n_users))
@@ -272,7 +277,7 @@ class Lifecycle:
 
 
 def _as_cancelled(rec: RequestRecord) -> None:
-    rec.fail("cancelled", "request cancelled when the stage ended")
+    rec.fail(CANCELLED, "request cancelled when the stage ended")
     if not rec.end_ns:
         rec.end_ns = _now()
     if any(k < 0 for k in rec.chunk_tokens):

@@ -194,7 +194,7 @@ async def run_open_stage(
             if progress is not None:
                 tasks.append(asyncio.create_task(report_progress(progress, client, life.folder, life.state, spec, t0)))
             try:
-                await life.drive(tokens=lambda: client.tokens_seen, ready=None, opened=opened, open_at=open_at)
+                await life.drive(tokens=lambda: client.tokens_seen, waiting=None, opened=opened, open_at=open_at)
             except asyncio.CancelledError:
                 life.interrupted()
             finally:

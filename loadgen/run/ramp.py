@@ -136,7 +136,9 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
         """A stage's summary lines, and what later stages learn from it (durations, saturation)."""
         target = d["target"]
         d_req = d["requests"]
-        log(f"    {d_req['completed']} ok, {d_req['failed']} failed, {d['output_tokens_per_s']:.1f} tok/s, "
+        log(f"    {d_req['completed']} ok, {d_req['failed']} failed"
+            + (f", {d_req['cancelled']} cancelled" if d_req.get("cancelled") else "")
+            + f", {d['output_tokens_per_s']:.1f} tok/s, "
             f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
             + (" [client-bound]" if d["client"]["client_bound"] else "")
             + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))

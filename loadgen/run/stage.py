@@ -102,17 +102,16 @@ async def run_stage(
             first_rids: set[str] = set()
             """Users' first requests still running."""
 
-            def all_streaming() -> bool:
-                """Every user has started and its first request has ended or is streaming tokens.
-                Until then the server is still taking the first prompts in (measured on an H200 at
+            def waiting() -> int:
+                """Users not yet streaming: not started, or their first request neither ended nor streaming
+                tokens. Until none is, the server is still taking the first prompts in (measured on an H200 at
                 C=256 with temperature 0.8: 167 tokens in a 10 s window whose rate had "settled" at zero)."""
-                if started_users[0] < n_users:
-                    return False
-                if lock_step and state.first_done < n_users:
+                if lock_step:
                     # users started together with nothing to spread them by: until each has finished a
                     # first request the batch is one lock-step wave, whose flat rate is not the mix to come
-                    return False
-                return all((r := client.inflight.get(rid)) is not None and len(r.chunk_ns) > 0 for rid in first_rids)
+                    return n_users - state.first_done
+                return n_users - started_users[0] + sum(
+                    1 for rid in first_rids if (r := client.inflight.get(rid)) is None or not r.chunk_ns)
 
             async def user(delay_s: float) -> None:
                 if delay_s > 0:
@@ -151,7 +150,7 @@ async def run_stage(
             if progress is not None:
                 tasks.append(asyncio.create_task(report_progress(progress, client, folder, state, spec, t0)))
             try:
-                await life.drive(tokens=lambda: client.tokens_seen, ready=all_streaming, opened=opened,
+                await life.drive(tokens=lambda: client.tokens_seen, waiting=waiting, opened=opened,
                                  open_at=open_at)
             except asyncio.CancelledError:
                 life.interrupted()

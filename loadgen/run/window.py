@@ -106,6 +106,8 @@ class StageState:
         """Requests that failed so far (any phase): a failing server's load is steady at zero tokens."""
         self.warm_users = 0
         """Users whose first request had ended when the window opened."""
+        self.not_streaming: int | None = None
+        """Users whose first request was neither ended nor streaming when the window opened (None: not told)."""
         self.inside_running = 0
         self.stop_new = False
         self.warmup_capped = False

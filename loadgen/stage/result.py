@@ -15,7 +15,7 @@ import numpy as np
 
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, REGISTRY, SLO_METRICS
-from loadgen.record import RequestRecord
+from loadgen.record import CANCELLED, RequestRecord
 from loadgen.stage.selfcheck import SelfCheck, assess
 from loadgen.stage.timeline import BIN_HISTS, Timeline
 
@@ -72,7 +72,11 @@ class MetricSet:
     """Requests started inside the steady window."""
     completed: int = 0
     failed: int = 0
+    """Requests the server (or the network) failed: not those the runner cancelled."""
     failures: dict[str, Failure] = field(default_factory=dict)
+    cancelled: int = 0
+    """Window requests still running when the stage ended or was cut: cancelled by the runner, not failed by
+    the server (on the H200 a budget cut's 16 read as "16 failed" and flagged the server)."""
     good: int = 0
     window_tokens: int = 0
     """Tokens whose chunk arrived inside the steady window (any request)."""
@@ -92,7 +96,7 @@ class MetricSet:
     def merge(self, other: "MetricSet") -> None:
         for name, h in other.hists.items():
             self.hists[name].add(h)
-        for attr in ("started", "completed", "failed", "good", "window_tokens", "server_output_tokens",
+        for attr in ("started", "completed", "failed", "cancelled", "good", "window_tokens", "server_output_tokens",
                      "approximate_requests", "retries", "accepted_drafts", "proposed_drafts", "verify_steps",
                      "ended_requests", "ended_tokens"):
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
@@ -109,6 +113,7 @@ class MetricSet:
                 "completed": self.completed,
                 "failed": self.failed,
                 "failures": {k: {"count": f.count, "first_message": f.first_message} for k, f in self.failures.items()},
+                "cancelled": self.cancelled,
                 "retries": self.retries,
             },
             "output_tokens": self.window_tokens,
@@ -150,6 +155,10 @@ class MetricSet:
         ms.started, ms.completed, ms.failed = req.get("started", 0), req.get("completed", 0), req.get("failed", 0)
         ms.retries = req.get("retries", 0)
         ms.failures = {k: Failure(v["count"], v["first_message"]) for k, v in req.get("failures", {}).items()}
+        ms.cancelled = req.get("cancelled", 0)
+        if "cancelled" in ms.failures:  # written before cancellations had their own count
+            gone = ms.failures.pop("cancelled").count
+            ms.failed, ms.cancelled = ms.failed - gone, ms.cancelled + gone
         ms.window_tokens = d.get("output_tokens", 0)
         ms.server_output_tokens = d.get("server_output_tokens", 0)
         ended = d.get("ended_in_window", {})
@@ -220,6 +229,9 @@ class StageResult:
     simulator: dict | None = None
     """An embedded simulator's own clock over the stage: {"forwards", "late_forwards", "late_share",
     "mean_late_ms", "behind_forwards", "starved"} (loadgen.serverview.simclock); None for any other server."""
+    warmup: dict | None = None
+    """How the closed loop's users stood when the window opened: {"users", "not_streaming" (first request
+    neither ended nor streaming tokens), "first_done"}; None where not told (open loop, Locust, older files)."""
     open_loop: dict | None = None
     """An open-loop stage: {"rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent",
     "held_by_cap"} (loadgen/run/openloop.py); None for a closed loop."""
@@ -243,6 +255,8 @@ class StageResult:
         if self.cut is None or (other.cut is not None and other.cut["at_s"] < self.cut["at_s"]):
             self.cut = other.cut or self.cut
         self.server = self.server or other.server  # one process scrapes
+        if self.warmup is not None and other.warmup is not None:
+            self.warmup = {k: self.warmup[k] + other.warmup[k] for k in self.warmup}
         if other.open_loop is not None:
             if self.open_loop is None:
                 self.open_loop = dict(other.open_loop)
@@ -278,6 +292,7 @@ class StageResult:
             "notes": list(self.notes),
             "server": self.server,
             "cache_reset": self.cache_reset,
+            **({"warmup": self.warmup} if self.warmup is not None else {}),
             **({"simulator": self.simulator} if self.simulator is not None else {}),
             **({"rate": self.open_loop["rate"], "open_loop": open_loop} if open_loop is not None else {}),
             **total,
@@ -311,6 +326,7 @@ class StageResult:
             client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
             incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
             cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"), simulator=d.get("simulator"),
+            warmup=d.get("warmup"),
             open_loop={k: v for k, v in d["open_loop"].items() if k in _OPEN_KEYS} if d.get("open_loop") else None,
         )
 
@@ -379,7 +395,7 @@ class StageAccumulator:
         self.coalesced_reads += rec.coalesced_reads
         if started_inside:
             self.completed += rec.ok
-            self.failed += not rec.ok
+            self.failed += not rec.ok and rec.error_class != CANCELLED
         self._fold(ms, rec, started_inside)
 
     def _fold(self, ms: MetricSet, rec: RequestRecord, started_inside: bool) -> None:
@@ -400,6 +416,9 @@ class StageAccumulator:
             return
         ms.started += 1
         ms.retries += rec.retries
+        if not rec.ok and rec.error_class == CANCELLED:
+            ms.cancelled += 1
+            return
         if not rec.ok:
             ms.failed += 1
             f = ms.failures.setdefault(rec.error_class, Failure(0, rec.error_message or ""))

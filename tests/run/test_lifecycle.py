@@ -98,6 +98,9 @@ def test_max_stage_time_cuts_the_stage_and_the_ladder_goes_on(live, tmp_path):
         # the window is what the 4 s budget left after the warm-up
         assert 0 < s["window"]["duration_s"] < 4.0 and s["output_tokens"] > 0
         assert any("--max-stage-time (4 s) reached in the window" in n for n in s["notes"]), s["notes"]
+        # the requests running at the cut were cancelled by the runner: counted apart, none as the server's failure
+        req = s["requests"]
+        assert req["failed"] == 0 and req["failures"] == {} and req["started"] == req["completed"] + req["cancelled"]
     assert "estimated" in err and "left" in err
 
 

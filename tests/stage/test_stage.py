@@ -1,9 +1,10 @@
 """Stage accounting: windows, merge = union, encode/decode, per-workload slices."""
 
+import json
 import random
 from array import array
 
-from loadgen.record import RequestRecord
+from loadgen.record import CANCELLED, RequestRecord
 from loadgen.stage.result import Slo, StageAccumulator, StageResult
 
 MS = 1_000_000
@@ -121,3 +122,22 @@ def test_slo_keys_and_checks_come_from_the_metrics():
         met = [slo.met(r) for r in recs]
         assert met == [_met_by_hand(slo, r) for r in recs]
         assert 0 < sum(met) < len(recs), slo  # each limit bites on some requests and not others
+
+
+def test_requests_the_runner_cancelled_are_counted_apart_from_failures():
+    """A request still running when the stage ended is the runner's cancellation, not the server's failure: its
+    window chunks count, it is neither completed nor failed; a file written before says "cancelled" among its
+    failures, and reads the same."""
+    rng = random.Random(4)
+    recs = [make_rec(rng, i, 600 + i, fail=["http_503", CANCELLED, None][i % 3]) for i in range(30)]
+    d = fold(recs).to_dict()
+    assert d["requests"]["started"] == 30 and d["requests"]["completed"] == 10
+    assert d["requests"]["failed"] == 10 and d["requests"]["cancelled"] == 10
+    assert set(d["requests"]["failures"]) == {"http_503"}
+    assert d["output_tokens"] == sum(k for r in recs for t, k in zip(r.chunk_ns, r.chunk_tokens)
+                                     if 500 * MS <= t < 1500 * MS)
+    old = json.loads(json.dumps(d))
+    old["requests"]["failures"]["cancelled"] = {"count": 10, "first_message": "request cancelled when the stage ended"}
+    old["requests"]["failed"] = 20
+    del old["requests"]["cancelled"]
+    assert StageResult.from_dict(old).to_dict()["requests"] == d["requests"]
