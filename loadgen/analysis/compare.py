@@ -23,6 +23,7 @@ from loadgen.analysis.coverage import (
     coverage,
     cut_words,
     fmt_cs,
+    not_comparable,
     planned_stages,
     run_cut_words,
     sim_starved,
@@ -77,6 +78,17 @@ __all__ = ["CrossoverMetric", "METRICS", "BY_NAME", "roles", "configurations", "
            "run_cut_words", "window_whole"]
 
 METRICS = tuple(CrossoverMetric(s) for s in CROSSOVER)
+DECIDES = "output_tokens_per_s"
+"""The metric whose verdict says where to enable speculation, without SLOs; the others say where each target
+is better."""
+DECIDES_WITH_SLOS = "goodput_requests_per_s"
+"""With SLOs given (--slo), the requests per second that met them decide."""
+
+
+def deciding_metric(doc: dict) -> str:
+    """Which metric says where to enable speculation in this run: goodput when it was run with SLOs."""
+    slo = ((doc.get("run") or {}).get("settings") or {}).get("slo") or {}
+    return DECIDES_WITH_SLOS if any(v is not None for v in slo.values()) else DECIDES
 BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -140,7 +152,7 @@ def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
     request failed: :func:`all_failed`)."""
     out: dict[tuple[str, str, int], list[dict]] = {}
     for s in doc.get("stages", []):
-        if not window_whole(s) or all_failed(s) or sim_starved(s):
+        if not window_whole(s) or all_failed(s) or sim_starved(s) or not_comparable(s):
             continue
         for wl, m in s.get("workloads", {}).items():
             out.setdefault((s["target"], wl, s["concurrency"]), []).append(m["timeline"])
@@ -206,12 +218,14 @@ class RunAnalysis:
     """Per workload and metric, the policy in words (three or more configurations)."""
     engine_terms: dict[str, Translation] = field(default_factory=dict)
     """Per workload, the output-throughput policy as the engines' own settings, or why it has none."""
+    decides: str = DECIDES
+    """The metric whose verdict says where to enable speculation (:func:`deciding_metric`)."""
 
     def to_dict(self) -> dict[str, Any]:
         d = {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
              "workloads": {wl: {name: m.to_dict() for name, m in per.items()} for wl, per in self.workloads.items()},
              "coverage": {wl: c.to_dict() for wl, c in self.coverage.items()},
-             "targets": list(self.targets), "adaptive": list(self.adaptive)}
+             "targets": list(self.targets), "adaptive": list(self.adaptive), "decides": self.decides}
         if self.configs:
             d["configs"] = {wl: {name: r.to_dict() for name, r in per.items()} for wl, per in self.configs.items()}
             d["policy"] = {wl: dict(per) for wl, per in self.policy.items()}
@@ -228,7 +242,8 @@ class RunAnalysis:
                    {wl: {name: ConfigsResult.from_dict(r) for name, r in per.items()}
                     for wl, per in (d.get("configs") or {}).items()},
                    {wl: dict(per) for wl, per in (d.get("policy") or {}).items()},
-                   {wl: Translation.from_dict(t) for wl, t in (d.get("engine_terms") or {}).items()})
+                   {wl: Translation.from_dict(t) for wl, t in (d.get("engine_terms") or {}).items()},
+                   d.get("decides", DECIDES))
 
 
 def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
@@ -241,7 +256,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
     covs, not_compared = coverage(doc, base, spec)
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
-    out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive)
+    out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive, decides=deciding_metric(doc))
     rows = server_view(doc, {"baseline": base, "spec": spec, "workloads": {}}).rows if len(labels) > 2 else {}
     for wl, cov in covs.items():
         per_metric: dict[str, MetricResult] = {}
@@ -280,7 +295,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
                 continue
             a: MetricAnalysis = analyze(m.name, b, s, confidence=confidence, margin=margin, seed=seed,
                                         ladder=wl_ladder)
-            v = verdict(a, scope)
+            v = verdict(a, scope, advises=m.name == out.decides, worse_with_spec=m.spec.worse_with_spec)
             per_metric[m.name] = MetricResult(m.label, m.unit, a, v.sentence.replace(m.name + ":", m.label + ":", 1),
                                               v.kind, v.caveat, v.everywhere)
         out.workloads[wl] = per_metric

@@ -28,6 +28,25 @@ def sim_starved(s: dict) -> bool:
     return bool((s.get("simulator") or {}).get("starved"))
 
 
+def not_comparable(s: dict) -> str:
+    """Why a closed-loop stage did not measure the load it claims, in one line ("" when it did): the server's
+    own running gauge below C (or above it: other traffic), or users whose first request was not yet
+    streaming when the window opened. Such a stage is named and not compared, never a winner with a flag: on
+    an H200 a baseline stage at C=256 whose server ran a median of 36 requests read as speculation +99.7 %.
+    A server at its own cap ("capped") measured its load: the rest of C queued."""
+    running = ((s.get("server") or {}).get("checks") or {}).get("running") or {}
+    c = s.get("concurrency")
+    if running.get("verdict") == "below C":
+        return f"the server ran a median of {running['running_p50']:g} of its {c} requests at once"
+    if running.get("verdict") == "above C":
+        return f"the server ran up to {running['running_max']:g} requests at once, more than its {c}: other traffic"
+    w = s.get("warmup") or {}
+    if w.get("not_streaming"):
+        return (f"{w['not_streaming']} of {w['users']} users' first requests were not yet streaming when the window "
+                "opened (longer --warmup)")
+    return ""
+
+
 # --------------------------------------------------------------------------- what a verdict rests on
 
 CUT_BY = {"interrupt": "an interrupt", "max-stage-time": "--max-stage-time", "max-run-time": "--max-run-time",
@@ -103,9 +122,15 @@ def _flag_labels(target: str, s: dict, m: dict) -> list[str]:
     for n in s.get("notes") or []:
         # the note's gist, its details left to the flags list: "the load was not measured steady before the
         # warm-up's cap (0.8 s): the window opened there" -> "spec noted: the load was not measured steady ..."
-        # (figures in brackets dropped, not cut at: "the window (10.0 s) is shorter than ..." read "the window")
-        gist = re.split(r": |; ", re.sub(r" \([^)]*\)", "", str(n)), maxsplit=1)[0].strip()
-        out.append(f"{target} noted: {gist[:77] + '...' if len(gist) > 80 else gist}")
+        # (figures in brackets dropped, not cut at: "the window (10.0 s) is shorter than ..." read "the window");
+        # the server's notes carry "server: " before theirs (it read "baseline noted: server" on the H200)
+        text, by = str(n), "noted"
+        if text.startswith("server: "):
+            text, by = text[len("server: "):], "server noted"
+        gist = re.split(r": |; ", re.sub(r" \([^)]*\)", "", text), maxsplit=1)[0].strip()
+        if len(gist) > 80:
+            gist = gist[:gist.rfind(" ", 0, 78)] + " ..."  # at a word's end, not inside one
+        out.append(f"{target} {by}: {gist}")
     return out
 
 
@@ -139,6 +164,8 @@ class Coverage:
                 bits.append(f"measured {fmt_cs(by['complete'])}")
             if by["cut"]:
                 bits.append(f"cut at {fmt_cs(by['cut'])}")
+            if by["unfit"]:
+                bits.append(f"not comparable at {fmt_cs(by['unfit'])}")
             if by["not_run"]:
                 bits.append(f"did not run {fmt_cs(by['not_run'])}")
             parts.append(f"{t}: {' and '.join(bits) or 'no stage'}")
@@ -229,24 +256,30 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
     for wl in sorted(set(observed) | set(planned)):
         complete: dict[str, set[int]] = {base: set(), spec: set()}
         cut_at: dict[str, dict[int, list[dict]]] = {base: {}, spec: {}}
+        unfit_at: dict[str, dict[int, str]] = {base: {}, spec: {}}
         for s in stages:
             t = s.get("target")
             if t not in complete or wl not in _stage_workloads(s):
                 continue
             if not window_whole(s):
                 cut_at[t].setdefault(s["concurrency"], []).append(s)
+            elif why := not_comparable(s):
+                unfit_at[t].setdefault(s["concurrency"], why)
             else:
                 complete[t].add(s["concurrency"])
         plan_wl = {t: planned.get(wl, {}).get(t, set()) for t in (base, spec)}
         both = complete[base] & complete[spec]
         missing: dict[int, str] = {}
-        consider = set().union(*plan_wl.values(), *(set(v) for v in cut_at.values()))
+        consider = set().union(*plan_wl.values(), *(set(v) for v in cut_at.values()),
+                               *(set(v) for v in unfit_at.values()))
         for c in sorted(consider - both):
             whys = []
             for t in (base, spec):
                 if c in complete[t]:
                     continue
-                if c in cut_at[t]:
+                if c in unfit_at[t]:
+                    whys.append(f"{t} not comparable: {unfit_at[t][c]}")
+                elif c in cut_at[t]:
                     words = [cut_words(s.get("cut")) for s in cut_at[t][c]]
                     whys.append(f"{t} {next((w for w in words if w), 'incomplete (interrupted)')}")
                 elif c in plan_wl[t]:
@@ -270,6 +303,8 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
         out[wl] = cov
         if not both:
             by = {t: {"complete": sorted(complete[t]), "cut": sorted(set(cut_at[t]) - complete[t]),
-                      "not_run": sorted(plan_wl[t] - complete[t] - set(cut_at[t]))} for t in (base, spec)}
+                      "unfit": sorted(set(unfit_at[t]) - complete[t]),
+                      "not_run": sorted(plan_wl[t] - complete[t] - set(cut_at[t]) - set(unfit_at[t]))}
+                  for t in (base, spec)}
             sentences[wl] = cov.not_compared_sentence(by)
     return out, sentences

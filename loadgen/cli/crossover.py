@@ -304,7 +304,7 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
         _simulator_truth(res, sim, doc["run"].get("seed", sim["seed"]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "crossover.json").write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
-    print(crossover_tables(res))
+    print(crossover_tables(res, doc=doc, verbose=args.verbose))
     if not args.no_report:
         try:
             from loadgen.report.html import render
@@ -317,36 +317,94 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
     return 0
 
 
-def crossover_tables(res: dict, metric: str = PRIMARY) -> str:
+def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:
+    """The answer in one screen: per workload the deciding metric's table (``metric``: another's) (stages not compared marked, with
+    why), its verdict, a latency metric's sentence only where it moves the other way, the simulator's own
+    crossover; then, given the run's ``doc``, every stage's flags once, whole, grouped by stage. ``verbose``:
+    every metric's verdict with what it rests on, as the report has them."""
     from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
 
     from loadgen.report.words import winner_word
 
+    metric = metric or res.get("decides", PRIMARY)
     if res.get("configs"):
         return configs_tables(res, metric)
     lines = []
     for wl, per in res["workloads"].items():
+        cov = (res.get("coverage") or {}).get(wl, {})
         if metric not in per:
-            if (res.get("coverage") or {}).get(wl, {}).get("status") == "not compared":
+            if cov.get("status") == "not compared":
                 lines += _not_compared(res, wl)  # say so: an empty table would read as "no difference"
             continue
-        a = per[metric]["analysis"]
-        unit = per[metric]["unit"]
-        lines.append(f"\nworkload {wl}: {per[metric]['label']} ({unit}), {int(a['confidence'] * 100)} % intervals")
-        head = ["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]
-        rows = [head]
-        for c in a["comparisons"]:
-            d, lo, hi = c["delta"], c["ci_low"], c["ci_high"]
-            rows.append([str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
-                         "-" if d is None else f"{d * 100:+.1f}",
-                         "-" if lo is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]", winner_word(c)])
-        lines += _table(rows)
-        for name, m in per.items():
-            lines.append(f"  • {m['recommendation']}")
-        for k in per[metric].get("simulator_truth", []):
+        m = per[metric]
+        a = m["analysis"]
+        lines.append(f"\nworkload {wl}: {m['label']} ({m['unit']}), {int(a['confidence'] * 100)} % intervals")
+        rows = {c["concurrency"]: [
+            str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
+            "-" if c["delta"] is None else f"{c['delta'] * 100:+.1f}",
+            "-" if c["ci_low"] is None else f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]", winner_word(c)]
+            for c in a["comparisons"]}
+        missing = {x["concurrency"]: x["why"] for x in cov.get("missing") or []}
+        for c in missing:
+            rows.setdefault(c, [str(c), "-", "-", "-", "-", "not compared"])
+        lines += _table([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
+                        + [rows[c] for c in sorted(rows)])
+        for c, why in sorted(missing.items()):
+            lines.append(f"  C={c} not compared: {why}")
+        if cov.get("cut"):
+            lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
+        lines.append(f"  → {_finding(m)}")
+        for name, other in per.items():
+            if name != metric and (verbose or _against(other["verdict"], m["verdict"])):
+                lines.append(f"  · {other['recommendation'] if verbose else _finding(other)}")
+        for k in m.get("simulator_truth", []):
             mark, text = verdict(k)
             lines.append(f"  {mark} {text}")
+    if doc is not None:
+        lines += _flags_once(doc)
     return "\n".join(lines)
+
+
+_LEANS = {"spec": "spec", "spec-some": "spec", "baseline": "baseline", "baseline-some": "baseline", "cross": "cross"}
+
+
+def _against(kind: str, deciding: str) -> bool:
+    """A metric's verdict that leans the other way from the deciding one's (a crossover against a win, a
+    win for the other target): said beside it, with its why; one that agrees is in --verbose and the report."""
+    mine, theirs = _LEANS.get(kind), _LEANS.get(deciding)
+    return mine is not None and theirs is not None and mine != theirs
+
+
+def _finding(m: dict) -> str:
+    """A metric's verdict without what it rests on: the table above shows what was compared, the flags list
+    below what may distort it (repeated under every metric, it was 18 paragraphs for three workloads)."""
+    text, caveat = m["recommendation"], m.get("caveat") or ""
+    return text[: -len(caveat)].rstrip() if caveat and text.endswith(caveat) else text
+
+
+def _flags_once(doc: dict) -> list[str]:
+    """Every flag of every stage, whole and once, one stage to a block (loadgen.report.inputs.slices)."""
+    from loadgen.report.inputs import slices
+
+    lines, advice = [], {}
+    for wl, per_target in slices(doc).items():
+        for label, by_c in per_target.items():
+            for c, sl in sorted(by_c.items()):
+                texts = list(dict.fromkeys(text for _, text in sl.flags))
+                if not texts:
+                    continue
+                head = f"  {label} C={c} ({wl}): "
+                lines += [(head if i == 0 else " " * len(head)) + t for i, t in enumerate(texts)]
+                if any(k == "client" for k, _ in sl.flags):
+                    for st in sl.stages:  # the self-check's own advice (stage.ClientHealth), once per text
+                        tip = (st.get("client") or {}).get("advice")
+                        if tip and f"{label} C={c}" not in advice.setdefault(tip, []):
+                            advice[tip].append(f"{label} C={c}")
+    if not lines:
+        return []
+    out = ["\nflags:"] + lines
+    out += [f"  client-bound at {', '.join(who)}: {tip}" for tip, who in advice.items()]
+    return out
 
 
 def _table(rows: list[list[str]]) -> list[str]:

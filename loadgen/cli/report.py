@@ -20,9 +20,9 @@ from loadgen.analysis.compare import BY_NAME as METRICS
 from loadgen.analysis.compare import roles
 from loadgen.errors import LoadgenError
 from loadgen.report.html import render
-from loadgen.report.inputs import PRIMARY, analysis, slices, usable
+from loadgen.report.inputs import PRIMARY, analysis, usable
 from loadgen.report.rates import is_rate_folder
-from loadgen.report.words import headline, sglang_hint
+from loadgen.report.words import sglang_hint
 from loadgen.run.results import csv_text, load
 
 
@@ -31,8 +31,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="results folder (or its run.json), default results/crossover; "
                         "several are combined (same ladder and workloads)")
     p.add_argument("--out", help="folder to write to (default: DIR itself; required when combining)")
-    p.add_argument("--metric", default=PRIMARY, choices=sorted(METRICS),
-                   help=f"metric of the terminal table (default {PRIMARY})")
+    p.add_argument("--metric", default=None, choices=sorted(METRICS),
+                   help=f"metric of the terminal table (default: the one that decides, {PRIMARY} or, with SLOs, "
+                        "goodput_requests_per_s)")
     p.add_argument("--confidence", type=float, default=None,
                    help="re-analyse at this level (default: the analysis on disk, else 0.90)")
     p.add_argument("--reanalyse", action="store_true", help="recompute crossover.json even when it is up to date")
@@ -40,6 +41,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", metavar="LABEL", help="target label of the speculative server")
     p.add_argument("--no-html", action="store_true", help="tables, JSON and CSV only")
     p.add_argument("--no-png", action="store_true", help="skip the PNG plots")
+    p.add_argument("--verbose", action="store_true",
+                   help="every metric's verdict in the terminal, with what it rests on (report.html has them all)")
 
 
 def _results_path(arg: str) -> Path:
@@ -180,7 +183,7 @@ def run(args) -> int:
         return _rate_report(doc, out, args, [] if same_place else [paths[0].parent / "rates.json"])
 
     res = analysis(out, doc, confidence=args.confidence, force=args.reanalyse or forced)
-    print(summary_text(doc, res, args.metric))
+    print(summary_text(doc, res, args.metric, verbose=args.verbose))
     written = [out / "crossover.json", out / "run.csv"] + ([] if same_place else [out / "run.json"])
     if not args.no_html:
         html = render(out, doc=doc, res=res, png=not args.no_png)
@@ -213,35 +216,16 @@ def _rate_report(doc: dict, out: Path, args, sources: list[Path]) -> int:
     return 0
 
 
-def summary_text(doc: dict, res: dict, metric: str = PRIMARY, max_flags: int = 12) -> str:
-    """The terminal version of the report: verdict, tables, recommendations, flags."""
+def summary_text(doc: dict, res: dict, metric: str | None = None, verbose: bool = False) -> str:
+    """The terminal version of the report: the answer per workload, its table, the flags once."""
     from loadgen.cli.crossover import crossover_tables
 
-    lines = [f"{res['baseline']} vs {res['spec']}: output throughput, {res['confidence'] * 100:g} % intervals"]
-    for wl, text, _ in headline(res):  # first sentence and what it rests on (report.short)
-        lines.append(f"  {wl}: {text}")
+    metric = metric or res.get("decides", PRIMARY)
+    lines = [f"{res['baseline']} vs {res['spec']}"]
     hint = sglang_hint(doc, res)
     if hint:
         lines.append(f"  {hint}")
     if not any(metric in per for per in res["workloads"].values()):
         lines.append(f"\n(no workload has {metric} measured by both targets)")
-    lines.append(crossover_tables(res, metric))
-    flags = []
-    advice: dict[str, list[str]] = {}
-    for wl, per_target in slices(doc).items():
-        for label, by_c in per_target.items():
-            for c, sl in sorted(by_c.items()):
-                flags += [f"  {wl} · {label} C={c}: {text}" for _, text in sl.flags]
-                if any(k == "client" for k, _ in sl.flags):
-                    for st in sl.stages:  # the self-check's own advice (stage.ClientHealth), once per text
-                        tip = (st.get("client") or {}).get("advice")
-                        if tip and f"{label} C={c}" not in advice.setdefault(tip, []):
-                            advice[tip].append(f"{label} C={c}")
-    if flags:
-        lines.append(f"\nflags ({len(flags)}):")
-        lines += flags[:max_flags]
-        if len(flags) > max_flags:
-            lines.append(f"  … {len(flags) - max_flags} more in report.html")
-    for tip, who in advice.items():
-        lines.append(f"  client-bound at {', '.join(who)}: {tip}")
+    lines.append(crossover_tables(res, metric, doc=doc, verbose=verbose))
     return "\n".join(lines)

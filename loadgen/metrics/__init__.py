@@ -62,9 +62,13 @@ class Metric:
         unit = "_ms" if self.unit == "ms" else ""
         return [(f"{self.name}_{stat}{unit}", stat) for stat in self.csv_stats]
 
+    worse_with_spec: dict[int, str] = {}
+    """Percentile → why it can be worse with speculation (CrossoverSample.worse_with_spec)."""
+
     def crossover_samples(self) -> tuple["CrossoverSample", ...]:
         return tuple(CrossoverSample(f"{self.name}_p{p}", f"{self.label} p{p}", self.unit, False, "percentile",
-                                     (self.name,), float(p), n) for p, n in self.crossover_percentiles)
+                                     (self.name,), float(p), n, self.worse_with_spec.get(p, ""))
+                     for p, n in self.crossover_percentiles)
 
     def new_hist(self) -> Hist:
         return Hist(self.scale, self.unit)
@@ -123,6 +127,9 @@ class CrossoverSample:
     series: tuple[str, ...]
     percentile: float = 0.0
     min_count: int = 0
+    worse_with_spec: str = ""
+    """Why this figure can be worse with speculation while throughput is better, said beside its comparison
+    where it is (a latency figure explains; it does not decide: only the primary metric advises)."""
 
 
 class Rate:

@@ -77,7 +77,7 @@ def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], res: dict, dropped: l
     # planned stages that neither finished nor were analysed: the verdicts leave them out (crossover.Scope)
     for wl, cov in (res.get("coverage") or {}).items():
         for m in cov.get("missing", []):
-            items.append(("missing", f"{wl} C={m['concurrency']}", f"not measured by both targets: {m['why']}"))
+            items.append(("missing", f"{wl} C={m['concurrency']}", f"not compared: {m['why']}"))
     cut = run_cut_words(run)
     if cut:
         items.append(("incomplete", "run", f"{cut}; only the stages that finished are analysed"))

@@ -60,9 +60,10 @@ def analysis(out_dir: Path, doc: dict, *, confidence: float | None = None, force
         try:
             fresh = not run_path.exists() or path.stat().st_mtime >= run_path.stat().st_mtime
             res = orjson.loads(path.read_bytes())
-            # without "coverage" it predates the verdicts that name missing and flagged stages: redo it
+            # without "coverage" it predates the verdicts that name missing and flagged stages, without
+            # "decides" the gate on comparable stages and the one deciding metric: redo it
             if (fresh and isinstance(res, dict)
-                    and {"baseline", "spec", "workloads", "confidence", "coverage"} <= res.keys()
+                    and {"baseline", "spec", "workloads", "confidence", "coverage", "decides"} <= res.keys()
                     and (confidence is None or abs(res["confidence"] - confidence) < 1e-9)
                     and (res["baseline"], res["spec"]) == roles(doc)):
                 return res
@@ -191,6 +192,9 @@ def _flags(sl: Slice) -> list[tuple[str, str]]:
         out.append(("fail", f"{f.get('count', 0)} failed ({cls}): {f.get('first_message', '')}".rstrip(": ")))
     if req.get("failed") and not req.get("failures"):
         out.append(("fail", f"{req['failed']} failed requests"))
+    if req.get("cancelled"):
+        cut = next((cut_words(s.get("cut")) for s in sl.stages if s.get("cut")), "")
+        out.append(("note", f"{req['cancelled']} cancelled ({cut or 'still running when the stage ended'})"))
     if sl.d.get("token_counts") == "approximate":
         out.append(("approx", "approximate token counts (no per-chunk usage from the server)"))
     seen, uniq = set(), []

@@ -339,6 +339,9 @@ class Settings:
     no_report: bool | None = knob(
         "--no-report", "skip the HTML report", action="store_true", default=False, fronts=("crossover",),
         section="output")
+    verbose: bool | None = knob(
+        "--verbose", "every metric's verdict in the terminal, with what it rests on (report.html has them all)",
+        action="store_true", default=False, fronts=("crossover",), section="output")
 
     # the embedded simulator
     sim_profile: str | None = knob(

@@ -13,7 +13,7 @@ import dataclasses
 from loadgen import redact
 from loadgen.settings.knobs import Settings, knobs
 
-NOT_COMPARED = frozenset({"resume", "out", "no_report", "from_"})
+NOT_COMPARED = frozenset({"resume", "out", "no_report", "verbose", "from_"})
 """Where the results go and whether a page is drawn: they change no stage."""
 
 

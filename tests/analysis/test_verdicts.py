@@ -65,7 +65,7 @@ def test_scope_names_missing_cut_and_flagged_stages():
     text = recommendation(a, scope)
     assert "enabling it everywhere is safe;" not in text
     assert "C=256 was not compared; every compared stage is flagged" in text
-    assert ("Measured C=1–64 of the planned C=1–256; not measured by both targets: C=256 (spec not run); "
+    assert ("Measured C=1–64 of the planned C=1–256; not compared: C=256 (spec not run); "
             "the run was cut by an interrupt with 1 planned stage not run.") in text
     assert "Flagged (figures may be distorted): spec client-bound at C=1, 4, 16, 64." in text
 

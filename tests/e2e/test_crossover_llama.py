@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.analysis.compare import BY_NAME
+from loadgen.analysis.coverage import not_comparable
 
 from .checks import check_counts, check_server_view, check_subset_of_server_counters, pooled_acceptance
 from .runs import LOADGEN, ServerTotals, client_cpus, run_cli
@@ -59,9 +60,11 @@ def _samples(stage: dict, workload: str) -> list[float]:
 
 
 def _compared(xo: dict, workload: str) -> list[int]:
-    """The concurrencies the analysis can compare: where both targets' windows gave two samples or more."""
-    return [c for c in LADDER if all(len(_samples(s, workload)) >= 2 for s in _stages(xo, "baseline", workload)
-                                     + _stages(xo, "spec", workload) if s["concurrency"] == c)]
+    """The concurrencies the analysis can compare: where both targets' stages measured their load (the server's
+    running gauge, every first request streaming at window open) and their windows gave two samples or more."""
+    return [c for c in LADDER if all(len(_samples(s, workload)) >= 2 and not not_comparable(s)
+                                     for s in _stages(xo, "baseline", workload) + _stages(xo, "spec", workload)
+                                     if s["concurrency"] == c)]
 
 
 def test_outputs_of_the_ramp(xo: dict) -> None:
@@ -76,6 +79,10 @@ def test_outputs_of_the_ramp(xo: dict) -> None:
     compared_any = False
     for w in WORKLOADS:
         want = _compared(xo, w)
+        # a stage that did not measure its load is named, with why, and not compared
+        unfit = {s["concurrency"] for s in _stages(xo, "baseline", w) + _stages(xo, "spec", w) if not_comparable(s)}
+        named = {x["concurrency"] for x in res["coverage"][w]["missing"] if "not comparable" in x["why"]}
+        assert named == unfit, (res["coverage"][w]["missing"], unfit)
         if not want:
             assert res["workloads"][w] == {}, res["workloads"][w]
             continue

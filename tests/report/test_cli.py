@@ -1,5 +1,7 @@
 """``loadgen report``: output, files, combining folders, and one-line errors for bad input."""
 
+import re
+
 import orjson
 import pytest
 
@@ -26,15 +28,21 @@ def test_report_prints_tables_and_writes_everything(synth_dir, capsys):
     (synth_dir / "run.csv").unlink(missing_ok=True)
     rc, out, err = _report(capsys, synth_dir, "--no-png")
     assert rc == 0, err
-    assert "chat: enable speculation below C≈" in out
+    assert "  → output throughput: enable speculation below C≈" in out
     assert "workload chat: output throughput (tok/s), 90 % intervals" in out
     assert "  C  baseline    spec    Δ %" in out
-    assert "• goodput:" in out and "running batch" in out
-    assert "flags (3):" in out and "http_503" in out
+    assert "goodput:" not in out and "running batch" in out  # goodput agrees: said in --verbose and the report
+    # the flags once, each stage's (synth: client-bound at C=1, approximate counts at C=5, 503s at C=100)
+    flags = out[out.index("\nflags:\n"):].splitlines()[2:]
+    assert [x.split(":")[0] for x in flags if not x.startswith("  client-bound at")] == [
+        "  baseline C=1 (chat)", "  baseline C=5 (chat)", "  spec C=100 (chat)"], out
+    assert "http_503" in flags[2]
     for name in ("report.html", "crossover.json", "run.csv"):
         assert (synth_dir / name).exists(), name
     assert not (synth_dir / "plots").exists()
     assert "report.html" in err
+    rc, out, err = _report(capsys, synth_dir, "--no-png", "--no-html", "--verbose")
+    assert rc == 0 and "  · goodput: " in out and "Flagged (figures may be distorted)" in out, out
 
 
 def test_table_of_another_metric(synth_dir, capsys):
@@ -137,5 +145,5 @@ def test_combining_keeps_each_runs_plan_and_cut(tmp_path, capsys):
     assert rc == 0, err
     res = orjson.loads((tmp_path / "both" / "crossover.json").read_bytes())
     assert res["coverage"]["chat"]["missing"] == [{"concurrency": 30, "why": "spec not run"}]
-    assert ("Measured C=1–5 of the planned C=1–30; not measured by both targets: C=30 (spec not run); the run was "
-            "cut by --max-run-time with 1 planned stage not run.") in out
+    assert "  C=30 not compared: spec not run\n  The run was cut by --max-run-time with 1 planned stage not run." in out
+    assert re.search(r"^ *30 +- +- +- +- +not compared$", out, re.M), out

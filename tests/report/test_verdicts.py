@@ -44,10 +44,10 @@ def test_a_workload_never_compared_is_not_compared_in_the_terminal(cut_run):
     assert "workload freetext: NOT COMPARED" in table
     assert "freetext: not compared: no concurrency has complete stages of both targets" in table
     summary = summary_text(doc, res)
-    assert "  freetext: not compared:" in summary
+    assert "workload freetext: NOT COMPARED\n  • freetext: not compared:" in summary
     assert "no difference" not in summary
     assert f"  client-bound at spec C=1, spec C=4, spec C=16, spec C=64: {CLIENT_ADVICE}" in summary
-    assert "freetext · spec C=1: incomplete stage (cut in the warm-up at 41 s by an interrupt)" in summary
+    assert "  spec C=1 (freetext): incomplete stage (cut in the warm-up at 41 s by an interrupt)" in summary
 
 
 def test_a_workload_never_compared_is_not_compared_in_the_report(cut_run):
@@ -66,12 +66,16 @@ def test_a_cut_ladder_never_yields_safe_everywhere(cut_run):
     assert "never loses" not in text and "enabling it everywhere is safe;" not in text
     assert "speculation is better at C=1 and inconclusive elsewhere in C=1–64" in text
     assert "C=256 was not compared; every compared stage is flagged; C=4, 16, 64 are inconclusive" in text
-    assert ("Measured C=1–64 of the planned C=1–256; not measured by both targets: C=256 (not run); the run was "
+    assert ("Measured C=1–64 of the planned C=1–256; not compared: C=256 (not run); the run was "
             "cut by an interrupt with 9 planned stages not run.") in text
     assert "Flagged (figures may be distorted): spec client-bound at C=1, 4, 16, 64." in text
     for said in (crossover_tables(res), summary_text(doc, res), _text(html)):
         assert "never loses" not in said
-        assert "Measured C=1–64 of the planned C=1–256" in said
+    # in the terminal what it rests on is the table's (C=256 marked not compared, and why) and the flags below it
+    said = summary_text(doc, res)
+    assert "  C=256 not compared: not run\n  The run was cut by an interrupt with 9 planned stages not run." in said
+    assert "Measured C=1–64 of the planned C=1–256" in _text(html)
+    assert "Measured C=1–64 of the planned C=1–256" in summary_text(doc, res, verbose=True)
     assert not any(m["everywhere"] for m in res["workloads"]["predictable"].values())
 
 
@@ -93,7 +97,7 @@ def test_flags_card_shows_the_self_checks_advice_and_where_stages_were_cut(cut_r
     card = _text(html[html.index('<section class="card flags">'):html.index('<nav class="wls">')])
     assert CLIENT_ADVICE in card and "rerun with more" not in card
     assert "freetext · spec C=1 : incomplete stage (cut in the warm-up at 41 s by an interrupt)" in card
-    assert "predictable C=256 : not measured by both targets: not run" in card
+    assert "predictable C=256 : not compared: not run" in card
     assert "the run was cut by an interrupt with 9 planned stages not run" in card
 
 
@@ -105,7 +109,7 @@ def test_older_files_fall_back_to_ladder_and_workloads():
     assert res["coverage"]["code"]["missing"] == [{"concurrency": 30, "why": "not run"}]
     rec = res["workloads"]["code"]["output_tokens_per_s"]["recommendation"]
     assert rec == ("output throughput: speculation wins at every measured concurrency (C=1–5); no crossover. "
-                   "Measured C=1–5 of the planned C=1–30; not measured by both targets: C=30 (not run).")
+                   "Measured C=1–5 of the planned C=1–30; not compared: C=30 (not run).")
     # refinement stages are measured, not missing
     doc["run"]["ladder"] = [1]
     res = analyze_run(doc)
