@@ -18,6 +18,7 @@ import pytest
 from loadgen.analysis.engineterms import translate
 
 from loadgen.analysis.compare import BY_NAME
+from loadgen.analysis.coverage import not_comparable
 
 from .checks import pooled_acceptance
 from .llama import SPEC_NGRAM_N, LlamaServer
@@ -73,11 +74,22 @@ def _table(stdout: str, workload: str) -> dict[int, str]:
     return best
 
 
+def _usable(three: dict, workload: str) -> dict[str, set[int]]:
+    """Configuration → the concurrencies the analysis can use on ``workload``: stages whose window gave two
+    samples or more (one per 1 s bin: the window's length is the host's speed, its request count is fixed) and
+    that measured their load (analysis.coverage.not_comparable)."""
+    out: dict[str, set[int]] = {x: set() for x in LABELS}
+    for s in three["doc"]["stages"]:
+        if list(s["workloads"]) == [workload] and not not_comparable(s) and len(
+                BY_NAME[METRIC].samples(s["workloads"][workload]["timeline"])) >= 2:
+            out[s["target"]].add(s["concurrency"])
+    return out
+
+
 def _live(three: dict, workload: str) -> list[str]:
-    """The configurations the analysis can compare on ``workload``: those whose window gave two samples or
-    more (one per 1 s bin: the window's length is the host's speed, its request count is fixed)."""
-    return [x for x in LABELS for s in three["doc"]["stages"] if s["target"] == x and list(s["workloads"]) == [workload]
-            and len(BY_NAME[METRIC].samples(s["workloads"][workload]["timeline"])) >= 2]
+    """The configurations the analysis can compare on ``workload``: those with a usable stage."""
+    usable = _usable(three, workload)
+    return [x for x in LABELS if usable[x]]
 
 
 def test_every_configuration_on_every_workload(three: dict) -> None:
@@ -99,10 +111,12 @@ def test_every_configuration_on_every_workload(three: dict) -> None:
         assert r["labels"] == LABELS and r["reference"] == "base", r
         # a configuration without the samples is left out, and says why
         assert sorted(r.get("excluded") or {}) == sorted(set(LABELS) - set(live)), (r.get("excluded"), live)
-        assert [a["concurrency"] for a in r["at"]] == LADDER
+        usable = _usable(three, w)
+        assert [a["concurrency"] for a in r["at"]] == sorted(set().union(*usable.values()))
         for a in r["at"]:
-            assert sorted(a["means"]) == sorted(live) and all(v > 0 for v in a["means"].values()), a
-            assert a["best"] in live if a["best"] else set(a["leaders"]) <= set(live), a
+            here = [x for x in LABELS if a["concurrency"] in usable[x]]
+            assert sorted(a["means"]) == sorted(here) and all(v > 0 for v in a["means"].values()), a
+            assert a["best"] in here if a["best"] else set(a["leaders"]) <= set(here), a
         assert r["policy"] and res["policy"][w][METRIC].startswith("output")
 
 
@@ -112,7 +126,7 @@ def test_the_terminal_names_the_best_per_workload(three: dict, capsys) -> None:
         if METRIC not in res.get("configs", {}).get(w, {}):
             continue  # too few samples to compare (test_every_configuration_on_every_workload)
         best = _table(stdout, w)
-        assert sorted(best) == LADDER, (w, best, stdout[-3000:])
+        assert sorted(best) == [a["concurrency"] for a in res["configs"][w][METRIC]["at"]], (w, best, stdout[-3000:])
         for a in res["configs"][w][METRIC]["at"]:
             want = a["best"] or "tie: " + "/".join(a["leaders"])
             assert best[a["concurrency"]] == want, (w, a)
