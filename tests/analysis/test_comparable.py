@@ -78,6 +78,18 @@ def test_a_stage_that_did_not_run_its_load_is_named_and_not_compared(doc, fault,
     assert f"  C=100 not compared: {why}" in text
 
 
+def test_one_request_short_is_a_users_resend_gap_and_comparable(doc):
+    """A simulator stage at C=4 with 32-token requests read 3, 3 and 4 running: "below C" by the check's 90 %,
+    one user between requests at two scrapes; the load was C's. Two short at C=5 is not."""
+    d = copy.deepcopy(doc)
+    b = block(5, running=gauge(4.3, p50=4, mx=5), verdict="below C")
+    b["checks"]["running"].update(running_p50=4, running_mean=4.3, running_max=5)
+    _stage(d, "baseline", 5)["server"] = b
+    assert _compared(analyze_run(d))["output_tokens_per_s"] == list(LADDER)
+    b["checks"]["running"].update(running_p50=3)
+    assert _compared(analyze_run(d))["output_tokens_per_s"] == [1, 30, 100]
+
+
 def test_a_server_at_its_own_cap_measured_its_load(doc):
     """"capped": the server ran its most, the rest of C queued; what it served is the load C offers it."""
     d = copy.deepcopy(doc)
