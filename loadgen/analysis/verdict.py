@@ -220,10 +220,10 @@ def verdict(analysis: MetricAnalysis, scope: Scope | None = None, *, advises: bo
     v = _verdict(analysis, scope)
     if advises:
         return v
-    return _explaining(v, analysis, worse_with_spec)
+    return _explaining(v, worse_with_spec)
 
 
-def _explaining(v: Verdict, analysis: MetricAnalysis, why: str) -> Verdict:
+def _explaining(v: Verdict, why: str) -> Verdict:
     """A verdict's advice turned into what the metric shows: a latency percentile beside the deciding
     throughput explains, it does not say "do not enable speculation" (ITL p99 did, on the H200, beside a
     +35-43 % throughput win)."""

@@ -318,10 +318,10 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
 
 
 def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:
-    """The answer in one screen: per workload the deciding metric's table (``metric``: another's) (stages not compared marked, with
-    why), its verdict, a latency metric's sentence only where it moves the other way, the simulator's own
-    crossover; then, given the run's ``doc``, every stage's flags once, whole, grouped by stage. ``verbose``:
-    every metric's verdict with what it rests on, as the report has them."""
+    """The answer in one screen: per workload the deciding metric's table (``metric``: another's), stages not
+    compared marked with why, its verdict, a latency metric's sentence only where it moves the other way, the
+    simulator's own crossover; then, given the run's ``doc``, every stage's flags once, whole, grouped by stage.
+    ``verbose``: every metric's verdict with what it rests on, as the report has them."""
     from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
 
     from loadgen.report.words import winner_word

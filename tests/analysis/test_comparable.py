@@ -47,7 +47,8 @@ def _not_streaming(doc):
 
 
 def _compared(res):
-    return {name: [c["concurrency"] for c in m["analysis"]["comparisons"]] for name, m in res["workloads"]["freetext"].items()}
+    per = res["workloads"]["freetext"]
+    return {name: [c["concurrency"] for c in m["analysis"]["comparisons"]] for name, m in per.items()}
 
 
 def test_the_control_compares_the_top_stage(doc):

@@ -43,7 +43,8 @@ def test_a_run_reloaded_from_crossover_json_judges_the_same(doc):
             r = again.workloads[wl][name]
             rejudged = judge(copy.deepcopy(r.analysis), r.analysis.ladder)
             assert rejudged == m.analysis, (wl, name)  # every interval, verdict, region and crossover
-            v = verdict(rejudged, scope, advises=name == again.decides, worse_with_spec=BY_NAME[name].spec.worse_with_spec)
+            v = verdict(rejudged, scope, advises=name == again.decides,
+                        worse_with_spec=BY_NAME[name].spec.worse_with_spec)
             assert (v.sentence.replace(name + ":", m.label + ":", 1), v.kind, v.caveat) == \
                 (m.recommendation, m.verdict, m.caveat)
             n += len(m.analysis.comparisons)
