@@ -11,7 +11,11 @@ Prints, as Markdown:
 1. per workload and concurrency, baseline vs speculative: output tok/s, TTFT and ITL p50/p99, accept
    rate, flags (client-bound, failed requests, approximate token counts, cut, notes);
 2. the verdict lines exactly as `loadgen crossover` printed them (from loadgen.log; else crossover.json);
-3. the cross-check of each stage's window against the server's /metrics counters, scraped every 0.25 s
+3. loadgen's own check of each stage (its `server` block): the server's token counter over loadgen's two
+   scrapes of the window against the tokens of the requests that ended between them, by loadgen's rule
+   (within the requests that ended while a scrape was in flight, ±1 %), and how many are equal to the token;
+   printed also without scrape.jsonl;
+4. the cross-check of each stage's window against the server's /metrics counters, scraped every 0.25 s
    by bench/gpu/scrape.py on the same clock (CLOCK_MONOTONIC) loadgen stamps its windows with.
 
 What the cross-check compares, and why it is not a plain equality (docs/real-servers.md, /metrics):
@@ -200,6 +204,97 @@ def printed_verdicts(log: Path | None, crossover: Path | None) -> list[str]:
     return ["(no loadgen.log and no crossover.json: the run printed no verdict)"]
 
 
+TOKENS_AGREE_PCT = 1.0
+"""Copied from loadgen/serverview/checks.py (TOKENS_AGREE_PCT, issue 14's 1 % bar) because this file stays
+standard-library only: keep the two equal."""
+
+
+def tokens_rule(t: dict) -> bool | None:
+    """loadgen's tokens_check (loadgen/serverview/checks.py), re-derived from the figures it stored in the stage's
+    ``server.checks.tokens``: the client's count within the slack plus TOKENS_AGREE_PCT of the server's, or the
+    server's count within ``client_range`` ± that tolerance, where ``client_range`` is [low, high] of
+    ClientView.ended_range: the tokens of the requests that ended between the two scrapes, from those that surely
+    ended between them (after the opening scrape's answer, before the closing one was sent) to every one the
+    server can have counted (from the opening one's sending to the closing one's answer). None where loadgen
+    compared nothing (not comparable, or no figures)."""
+    server, client = t.get("server"), t.get("client")
+    if t.get("verdict") not in ("agree", "disagree") or server is None or client is None:
+        return None
+    tol = (TOKENS_AGREE_PCT / 100) * max(server, client)
+    lo, hi = t.get("client_range") or (client, client)
+    return abs(client - server) <= (t.get("slack_tokens") or 0.0) + tol or lo - tol <= server <= hi + tol
+
+
+def own_check_table(stages: list[dict]) -> tuple[list[str], list[str]]:
+    """loadgen's own check, like for like: the server's counter over loadgen's two scrapes of each window against
+    the client's tokens of the requests that ended between them (stage ``server``), by loadgen's rule."""
+    lines = ["| target | workload | C | server Δtokens (between loadgen's scrapes) | client: requests ended between "
+             "(midpoints) | client: ended while a scrape was in flight, narrow–wide | loadgen's verdict "
+             "| rule re-derived | equal to the token |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    notes: list[str] = []
+    compared = agree = equal = own_agree = 0
+    drift, skipped = [], []
+    for s in stages:
+        name = f"{s['target']} {stage_workload(s)} C={s['concurrency']}"
+        head = f"| {s['target']} | {stage_workload(s)} | {s['concurrency']} "
+        own = s.get("server") if isinstance(s.get("server"), dict) else None
+        if own is None:
+            skipped.append(f"{name} (no server block: loadgen did not scrape the server)")
+            lines.append(head + "| – | – | – | no server block | – | – |")
+            continue
+        if not own.get("available"):
+            why = str(own.get("reason") or own.get("why") or "no reason given")
+            skipped.append(f"{name} (server block unavailable: {why[:120]})")
+            lines.append(head + f"| – | – | – | server block unavailable: {why[:60]} | – | – |")
+            continue
+        t = (own.get("checks") or {}).get("tokens")
+        if not t:
+            skipped.append(f"{name} (no tokens check recorded)")
+            lines.append(head + f"| {fmt(own.get('output_tokens'), '.0f')} | – | – | no tokens check | – | – |")
+            continue
+        ok = tokens_rule(t)
+        mine = own.get("client_ended_between_scrapes") or {}
+        rng = t.get("client_range")
+        client_txt = fmt(t.get("client"), "g")
+        if mine.get("requests") is not None:
+            client_txt += f" ({mine['requests']} requests)"
+        if rng:
+            rng_txt = f"{rng[0]:g}–{rng[1]:g}"
+        else:  # loadgen stores no range when it equals the midpoint count (or on an engine counting per step)
+            rng_txt = f"± {t['slack_tokens']:g}" if t.get("slack_tokens") else "= midpoints"
+        if ok is None:
+            skipped.append(f"{name} ({t.get('verdict')}: {str(t.get('why', ''))[:120]})")
+            lines.append(head + f"| {fmt(t.get('server'), '.0f')} | {client_txt} | {rng_txt} | {t.get('verdict')} "
+                         f"| – | – |")
+            continue
+        compared += 1
+        agree += ok
+        own_agree += t["verdict"] == "agree"
+        same = t["client"] == t["server"]
+        equal += same
+        if ok != (t["verdict"] == "agree"):
+            drift.append(f"{name} (loadgen: {t['verdict']}, re-derived: {'agree' if ok else 'disagree'})")
+        if not same:
+            notes.append(f"{name}: server Δtokens {t['server']:g} vs the client's {t['client']:g} over the same two "
+                         f"scrapes" + (f", {rng_txt} counting the requests that ended while a scrape was in flight"
+                                       if rng else "") + f": {'within' if ok else 'OUTSIDE'} loadgen's rule")
+        lines.append(head + f"| {fmt(t['server'], '.0f')} | {client_txt} | {rng_txt} | {t['verdict']} "
+                     f"| {'agree' if ok else 'DISAGREE'} | {'yes' if same else 'no'} |")
+    summary = (f"like for like — the server's counter against the tokens of the requests that ended between "
+               f"loadgen's two scrapes of each window: {agree} of {compared} stages within the requests that ended "
+               f"while a scrape was in flight (loadgen's rule, ±{TOKENS_AGREE_PCT:g} %), {equal} of them equal "
+               f"to the token" if compared else
+               "like for like — no stage has loadgen's own token check against the server's counter")
+    if own_agree != agree or drift:
+        summary += (f"; loadgen's own check said {own_agree} of {compared} agree — this copy of its rule is out of "
+                    f"step with loadgen/serverview/checks.py: " + "; ".join(drift))
+    notes.insert(0, summary)
+    if skipped:
+        notes.append(f"not compared ({len(skipped)} stages): " + "; ".join(skipped))
+    return lines, notes
+
+
 def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | None) -> tuple[list[str], list[str]]:
     lines = ["| target | workload | C | window s | window / E2E p50 | loadgen window tokens (arrived in window) "
              "| server Δtokens (requests ended in window) | server/loadgen | bound ±C×max tokens | check "
@@ -208,7 +303,6 @@ def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | Non
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     notes: list[str] = []
     within = outside = short = own_ok = own_bad = 0
-    exact = [0, 0, 0]  # equal, unequal, total: server delta vs the client's own count over the same two scrapes
     for s in stages:
         w = s.get("window") or {}
         lo, hi, dur = w.get("start_ns"), w.get("end_ns"), w.get("duration_s") or 0
@@ -223,13 +317,6 @@ def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | Non
         dr = s.get("drafts") or {}
         lg_rate = s.get("accept_rate")
         own = s.get("server") if isinstance(s.get("server"), dict) else None
-        mine = (own or {}).get("client_ended_between_scrapes")
-        if own and own.get("available") and mine and own.get("output_tokens") is not None:
-            exact[2] += 1
-            exact[0 if mine["output_tokens"] == own["output_tokens"] else 1] += 1
-            if mine["output_tokens"] != own["output_tokens"]:
-                notes.append(f"{s['target']} {stage_workload(s)} C={c}: server Δtokens {own['output_tokens']} vs the "
-                             f"client's {mine['output_tokens']} over the same two scrapes ({mine['requests']} requests)")
         own_txt, own_check = "–", "–"
         if own and own.get("available"):
             own_txt = (f"{fmt(own.get('output_tokens'), '.0f')}, {fmt(own.get('draft_tokens'), '.0f')}/"
@@ -279,10 +366,6 @@ def crosscheck_table(stages: list[dict], scrapes: list[Scrape], max_n: int | Non
                  f"{outside} outside it (an outside stage means a miscount: the bound is a hard one)")
     notes.append(f"{short} stages have windows shorter than two E2E p50s: there the server's counter moves in lumps "
                  f"of whole requests and the two rates say little about each other; longer windows make them agree")
-    if exact[2]:
-        notes.insert(0, f"like for like — tokens of the requests that ENDED between loadgen's two scrapes of each window "
-                        f"(the client's usage sums) against the server's counter over the same scrapes: "
-                        f"{exact[0]} of {exact[2]} stages equal to the token, {exact[1]} not")
     if own_ok or own_bad:
         notes.append(f"loadgen's own window scrape (stage 'server': tokens, drafted, accepted) against this scraper, "
                      f"same counters over the same window: {own_ok} stages agree, {own_bad} do not")
@@ -319,9 +402,15 @@ def main(argv: list[str]) -> int:
     print("\n".join(figures_table(stages, labels)))
     print("\n## Verdicts as printed\n")
     print("\n".join(printed_verdicts(find(root, ["loadgen.log"]), find(root, ["crossover.json", "crossover.json.gz"]))))
-    print("\n## Cross-check against the server's /metrics\n")
+    print("\n## loadgen's own check against the server's /metrics\n")
+    lines, notes = own_check_table(stages)
+    print("\n".join(lines))
+    print()
+    for n in notes:
+        print(f"- {n}")
+    print("\n## Cross-check against bench/gpu/scrape.py's /metrics\n")
     if not scrapes:
-        print("(no scrape.jsonl: no cross-check)")
+        print("(no scrape.jsonl: no cross-check against the separate scraper)")
         return 0
     ups = sum(s.up for s in scrapes)
     print(f"{len(scrapes)} scrapes ({ups} answered), "
