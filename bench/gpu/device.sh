@@ -203,8 +203,6 @@ port_open() { "$PY" -c 'import socket, sys; s = socket.socket(); s.settimeout(1)
 
 pin() { [ -n "$1" ] && command -v taskset >/dev/null && echo "taskset -c $1 "; }
 
-loadgen_has() { grep -q -- "$1" "$G/run/help.txt" 2>/dev/null; }
-
 step_run() {
   mkdir -p "$G/run"
   if alive "$G/run/run.pid"; then say "run: already running (pid $(cat "$G/run/run.pid"))"; return 0; fi
@@ -230,15 +228,12 @@ step_run() {
 ${GPU_HARNESS_SERVER_EXTRA-}"
   local base="${sp}$bin $common"
   local spec="$base --spec-type ngram-simple --spec-ngram-simple-size-n 6 --spec-ngram-simple-size-m 16"
-  (cd "$REPO" && "$PY" -m loadgen crossover --help) > "$G/run/help.txt" 2>&1 || { cat "$G/run/help.txt"; die "run: loadgen crossover --help failed"; }
   local run_time=${GPU_HARNESS_MAX_RUN_TIME:-780s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-100s}
   local args=(crossover --protocol chat --model gemma --ladder "${GPU_HARNESS_LADDER:-1,4,16,64,256}"
     --workloads "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:32,64}"
-    --duration "${GPU_HARNESS_DURATION:-10s}" --warmup "${GPU_HARNESS_WARMUP:-3s}" --seed 1 --out "$G/run/out")
-  if loadgen_has '--url '; then args+=(--url "$url"); else args+=(--baseline-url "$url" --spec-url "$url"); fi
-  args+=(--baseline-start "$base" --spec-start "$spec")
-  if loadgen_has --max-run-time; then args+=(--max-run-time "$run_time"); else say "run: this loadgen has no --max-run-time: only the hard limit bounds the run"; fi
-  if loadgen_has --max-stage-time; then args+=(--max-stage-time "$stage_time"); fi
+    --duration "${GPU_HARNESS_DURATION:-10s}" --warmup "${GPU_HARNESS_WARMUP:-3s}" --seed 1 --out "$G/run/out"
+    --url "$url" --start "baseline=$base" --start "spec=$spec"   # one port: loadgen starts each server in turn
+    --max-run-time "$run_time" --max-stage-time "$stage_time")
   # shellcheck disable=SC2206
   [ -n "${GPU_HARNESS_LOADGEN_EXTRA:-}" ] && args+=(${GPU_HARNESS_LOADGEN_EXTRA})
   local secs=${run_time%s}; secs=${secs%.*}
@@ -319,7 +314,7 @@ step_collect() {
       { head -n 3000 "$f"; echo "..... $(wc -l < "$f") lines in all, cut here by device.sh collect ....."; tail -n 20000 "$f"; } > "$G/collect-logs/$(basename "$f")"
     else cp "$f" "$G/collect-logs/"; fi
   done
-  for f in "$G"/collect-logs/* "$G/status.txt" "$G/run/launch.sh" "$G/run/server-version.txt" "$G/run/help.txt"; do
+  for f in "$G"/collect-logs/* "$G/status.txt" "$G/run/launch.sh" "$G/run/server-version.txt"; do
     [ -f "$f" ] && logs+=("$f")
   done
   [ ${#logs[@]} -gt 0 ] && tar -czf "$dest/logs.tar.gz" --transform 's,.*/,,' "${logs[@]}" 2>/dev/null && n=$((n + 1))
