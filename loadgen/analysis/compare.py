@@ -180,18 +180,21 @@ class MetricResult:
     verdict: str
     caveat: str
     everywhere: bool
+    finding: str = ""
+    """The verdict's finding alone, without what it rests on or the detail (the terminal's line for a metric
+    that leans against the deciding one)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "unit": self.unit, "analysis": self.analysis.to_dict(),
                 "recommendation": self.recommendation, "verdict": self.verdict, "caveat": self.caveat,
-                "everywhere": self.everywhere, **self.extra}
+                "everywhere": self.everywhere, "finding": self.finding, **self.extra}
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetricResult":
-        known = ("label", "unit", "analysis", "recommendation", "verdict", "caveat", "everywhere")
+        known = ("label", "unit", "analysis", "recommendation", "verdict", "caveat", "everywhere", "finding")
         return cls(d["label"], d["unit"], MetricAnalysis.from_dict(d["analysis"]), d.get("recommendation", ""),
-                   d.get("verdict", ""), d.get("caveat", ""), d.get("everywhere", False),
+                   d.get("verdict", ""), d.get("caveat", ""), d.get("everywhere", False), d.get("finding", ""),
                    {k: v for k, v in d.items() if k not in known})
 
 
@@ -297,7 +300,8 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
                                         ladder=wl_ladder)
             v = verdict(a, scope, advises=m.name == out.decides, worse_with_spec=m.spec.worse_with_spec)
             per_metric[m.name] = MetricResult(m.label, m.unit, a, v.sentence.replace(m.name + ":", m.label + ":", 1),
-                                              v.kind, v.caveat, v.everywhere)
+                                              v.kind, v.caveat, v.everywhere,
+                                              v.text.replace(m.name + ":", m.label + ":", 1))
         out.workloads[wl] = per_metric
         out.coverage[wl] = cov.result(not_compared.get(wl, ""))
     return out

@@ -9,7 +9,6 @@ cut). Out: a ``Verdict``: its kind, the sentence (where to enable speculation) a
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Sequence
 
@@ -67,10 +66,13 @@ class Verdict:
     text: str
     caveat: str = ""
     everywhere: bool = False
+    detail: str = ""
+    """What more the figures say beside the finding: why stages are inconclusive and what would settle
+    them, where a crossover was interpolated (the terminal shows it for the deciding metric only)."""
 
     @property
     def sentence(self) -> str:
-        return f"{self.text} {self.caveat}" if self.caveat else self.text
+        return " ".join(x for x in (self.text, self.detail, self.caveat) if x)
 
 
 def _fmt_c(x: float) -> str:
@@ -217,33 +219,16 @@ def verdict(analysis: MetricAnalysis, scope: Scope | None = None, *, advises: bo
     ``advises``: the workload's deciding metric, the one that says where to enable speculation; the others
     say where each target is better, and ``worse_with_spec`` (the metric's why) where the baseline is.
     """
-    v = _verdict(analysis, scope)
-    if advises:
-        return v
-    return _explaining(v, worse_with_spec)
+    v = _verdict(analysis, scope, advises)
+    if not advises and worse_with_spec and v.kind in ("baseline", "baseline-some", "cross"):
+        v.text += f" Where speculation is worse here: {worse_with_spec}."
+    return v
 
 
-def _explaining(v: Verdict, why: str) -> Verdict:
-    """A verdict's advice turned into what the metric shows: a latency percentile beside the deciding
-    throughput explains, it does not say "do not enable speculation" (ITL p99 did, on the H200, beside a
-    +35-43 % throughput win)."""
-    text = v.text
-    for advice, shown in (
-            (r"enable speculation below (C≈[^;]*); above it the baseline is better",
-             r"speculation is better below \1; above it the baseline is"),
-            (r"enable speculation above (C≈[^;]*); below it the baseline is better",
-             r"the baseline is better below \1; speculation above it"),
-            (r"; do not enable speculation\.", "."),
-            (r"; it never loses, so enabling it everywhere is safe;", "; it never loses;"),
-            (r"; it lost at no measured stage, but that does not show enabling it everywhere is safe: [^;]*(; [^;]*)*?;"
-             r" no crossover", "; it lost at no measured stage; no crossover")):
-        text = re.sub(advice, shown, text)
-    if why and v.kind in ("baseline", "baseline-some", "cross"):
-        text += f" Where speculation is worse here: {why}."
-    return Verdict(v.kind, text, v.caveat, everywhere=False)
-
-
-def _verdict(analysis: MetricAnalysis, scope: Scope | None) -> Verdict:
+def _verdict(analysis: MetricAnalysis, scope: Scope | None, advises: bool = True) -> Verdict:
+    """``advises``: the words say where to enable speculation; else what the metric shows (a latency
+    percentile beside the deciding throughput explains: ITL p99 said "do not enable speculation" on the
+    H200 beside a +35-43 % throughput win)."""
     comps = analysis.comparisons
     name = analysis.metric
     if not comps:
@@ -262,7 +247,7 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None) -> Verdict:
     # a tie inside a crossover's span is where it crosses: the crossover's interval already says how sure
     unsure = [c for c in tied if by_c[c].wide and not any(x.low_c < c < x.high_c for x in xs)]
     sure = [c for c in tied if not by_c[c].wide]
-    why = (" " + _why_inconclusive(analysis, unsure)) if unsure else ""
+    why = _why_inconclusive(analysis, unsure) if unsure else ""
     if unsure:
         blockers.append(f"{_fmt_cs(unsure)} {'is' if len(unsure) == 1 else 'are'} inconclusive")
 
@@ -273,9 +258,12 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None) -> Verdict:
         if x.local_high_c / x.local_low_c <= 1.5:
             return ""
         return (
-            f" It was interpolated between C={x.local_low_c} and C={x.local_high_c}; "
+            f"It was interpolated between C={x.local_low_c} and C={x.local_high_c}; "
             "measuring stages between them would place it better."
         )
+
+    def detail(*parts: str) -> str:
+        return " ".join(p for p in parts if p)
 
     def elsewhere() -> str:
         """How the stages without a winner read: 'tied', 'inconclusive' or both."""
@@ -288,13 +276,15 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None) -> Verdict:
     spec_at, base_at = where(SPEC), where(BASELINE)
     if len(xs) == 1:
         x = xs[0]
+        at = f"C≈{_fmt_c(x.estimate)} ({interval(x)})"
         if x.direction == SPEC_TO_BASELINE:
-            text = (f"{name}: enable speculation below C≈{_fmt_c(x.estimate)} ({interval(x)}); above it the "
-                    f"baseline is better (measured {measured}).")
+            says = (f"enable speculation below {at}; above it the baseline is better" if advises else
+                    f"speculation is better below {at}; above it the baseline is")
         else:
-            text = (f"{name}: enable speculation above C≈{_fmt_c(x.estimate)} ({interval(x)}); below it the "
-                    f"baseline is better (measured {measured}).")
-        return Verdict("cross", text + gap(x) + why, caveat)
+            says = (f"enable speculation above {at}; below it the baseline is better" if advises else
+                    f"the baseline is better below {at}; speculation above it")
+        text = f"{name}: {says} (measured {measured})."
+        return Verdict("cross", text, caveat, detail=detail(gap(x), why))
     if len(xs) > 1:
         parts = [
             f"{'stops' if x.direction == SPEC_TO_BASELINE else 'starts'} paying off at C≈{_fmt_c(x.estimate)} ({interval(x)})"
@@ -305,7 +295,7 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None) -> Verdict:
             f"Speculation is better at {', '.join(spec_at) or 'no measured stage'}; "
             f"the baseline at {', '.join(base_at) or 'no measured stage'} (measured {measured})."
         )
-        return Verdict("cross", text + why, caveat)
+        return Verdict("cross", text, caveat, detail=why)
     if analysis.candidates:
         hints = ", ".join(
             f"C≈{_fmt_c(x.estimate)} (between C={x.low_c} and C={x.high_c})" for x in analysis.candidates
@@ -321,26 +311,28 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None) -> Verdict:
                            caveat)
         if not blockers:
             return Verdict("spec-some", f"{name}: speculation is better at {', '.join(spec_at)} and tied elsewhere in "
-                           f"{measured}; it never loses, so enabling it everywhere is safe; no crossover.", caveat,
-                           everywhere=True)
+                           f"{measured}; it never loses{', so enabling it everywhere is safe' if advises else ''}; "
+                           "no crossover.", caveat, everywhere=advises)
         return Verdict("spec-some", f"{name}: speculation is better at {', '.join(spec_at)}{elsewhere()} in {measured}; "
-                       f"it lost at no measured stage, but that does not show enabling it everywhere is safe: "
-                       f"{'; '.join(blockers)}; no crossover.{why}", caveat)
+                       "it lost at no measured stage"
+                       + (f", but that does not show enabling it everywhere is safe: {'; '.join(blockers)}" if advises
+                          else "") + "; no crossover.", caveat, detail=why)
     if base_at and not spec_at:
         if len(base_at) == 1 and base_at[0] == measured:
-            return Verdict("baseline", f"{name}: the baseline wins at every measured concurrency ({measured}); do not "
-                           "enable speculation.", caveat)
+            return Verdict("baseline", f"{name}: the baseline wins at every measured concurrency ({measured})"
+                           + ("; do not enable speculation." if advises else "."), caveat)
         never = "speculation never wins" if not blockers else "speculation won at no measured stage"
         return Verdict("baseline-some", f"{name}: the baseline is better at {', '.join(base_at)}{elsewhere()} in "
-                       f"{measured}; {never}; no crossover.{why}", caveat)
+                       f"{measured}; {never}; no crossover.", caveat, detail=why)
     if not unsure:
         return Verdict("tie", f"{name}: no difference beyond the noise at any measured concurrency ({measured}); "
                        "no crossover.", caveat)
     if not sure:
         return Verdict(INCONCLUSIVE, f"{name}: inconclusive at every measured concurrency ({measured}): no stage "
-                       f"shows a difference that holds over the whole ladder, but none rules one out; no crossover.{why}", caveat)
+                       "shows a difference that holds over the whole ladder, but none rules one out; no crossover.", caveat,
+                       detail=why)
     return Verdict(INCONCLUSIVE, f"{name}: no difference beyond the noise at {', '.join(_runs(sure, order))}, "
-                   f"inconclusive at {', '.join(_runs(unsure, order))} ({measured}); no crossover.{why}", caveat)
+                   f"inconclusive at {', '.join(_runs(unsure, order))} ({measured}); no crossover.", caveat, detail=why)
 
 
 def recommendation(analysis: MetricAnalysis, scope: Scope | None = None) -> str:

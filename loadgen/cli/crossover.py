@@ -353,10 +353,10 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
             lines.append(f"  C={c} not compared: {why}")
         if cov.get("cut"):
             lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
-        lines.append(f"  → {_finding(m)}")
+        lines.append(f"  → {m['recommendation'] if verbose else m.get('finding') or _finding(m)}")
         for name, other in per.items():
             if name != metric and (verbose or _against(other["verdict"], m["verdict"])):
-                lines.append(f"  · {other['recommendation'] if verbose else _finding(other)}")
+                lines.append(f"  · {other['recommendation'] if verbose else other.get('finding') or _finding(other)}")
         for k in m.get("simulator_truth", []):
             mark, text = verdict(k)
             lines.append(f"  {mark} {text}")
@@ -365,14 +365,11 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
     return "\n".join(lines)
 
 
-_LEANS = {"spec": "spec", "spec-some": "spec", "baseline": "baseline", "baseline-some": "baseline", "cross": "cross"}
-
-
 def _against(kind: str, deciding: str) -> bool:
-    """A metric's verdict that leans the other way from the deciding one's (a crossover against a win, a
-    win for the other target): said beside it, with its why; one that agrees is in --verbose and the report."""
-    mine, theirs = _LEANS.get(kind), _LEANS.get(deciding)
-    return mine is not None and theirs is not None and mine != theirs
+    """A metric that says speculation costs something where the deciding one enables it (the baseline better
+    somewhere, beside a speculation win or crossover): said beside it, with its why. One that agrees, or
+    that favours speculation where the deciding metric does not, is a rival verdict: --verbose and the report."""
+    return deciding in ("spec", "spec-some", "cross") and kind in ("baseline", "baseline-some", "cross")
 
 
 def _finding(m: dict) -> str:
