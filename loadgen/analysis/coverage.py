@@ -253,6 +253,9 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
         for w in unmatched:
             planned[w] = {t: set(cs) for t, cs in union.items()}
     cut = run_cut_words(run)
+    # why a planned stage was not run, where the runner said (saturated, or a budget that cannot buy its window)
+    skipped = {(str(x.get("target")), str(x.get("workload")), x.get("value")): str(x["why"])
+               for x in run.get("not_run") or [] if isinstance(x, dict) and x.get("why")}
     out: dict[str, Coverage] = {}
     sentences: dict[str, str] = {}
     for wl in sorted(set(observed) | set(planned)):
@@ -285,10 +288,16 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
                     words = [cut_words(s.get("cut")) for s in cut_at[t][c]]
                     whys.append(f"{t} {next((w for w in words if w), 'incomplete (interrupted)')}")
                 elif c in plan_wl[t]:
-                    whys.append(f"{t} not run")
+                    why = skipped.get((t, wl, c))
+                    whys.append(f"{t} not run" + (f" ({why})" if why else ""))
                 else:
                     whys.append(f"{t} not planned")
-            missing[c] = "not run" if whys == [f"{base} not run", f"{spec} not run"] else ", ".join(whys)
+            if whys == [f"{base} not run", f"{spec} not run"]:
+                missing[c] = "not run"
+            elif len(set(w.split(" ", 1)[1] for w in whys)) == 1 and whys[0].split(" ", 1)[1].startswith("not run ("):
+                missing[c] = whys[0].split(" ", 1)[1]  # both, for the one reason: said once
+            else:
+                missing[c] = ", ".join(whys)
         flagged: dict[int, list[str]] = {}
         for s in stages:
             t = s.get("target")

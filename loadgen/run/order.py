@@ -169,6 +169,9 @@ def e2e_guess(measured: dict[int, float], concurrency: int, scaled: bool = True)
     return measured[min(measured)]
 
 
+RUN_END_S = 10.0
+"""What a run can take past its --max-run-time: the cut stage's teardown and the servers' stop."""
+
 NO_GUESS_MAX_WARMUP_S = 120.0
 """The warm-up's cap for a stage with no request duration to go by (a target's first stage): its
 steadiness decides. Capped at the minimum warm-up, the H200's first stage at C=256 opened its window
@@ -211,19 +214,37 @@ class Durations:
     def add(self, target: str, workload: str, c: int, e2e_s: float) -> None:
         self.measured.setdefault((target, workload), {})[c] = e2e_s
 
-    def guess(self, target: str, workload: str, c: int, scaled: bool = True) -> float | None:
+    def guess(self, target: str, workload: str, c: int, scaled: bool = True, anywhere: bool = False) -> float | None:
         """``scaled``: Little's law from the nearest lower stage (a server whose throughput stops growing);
-        else that stage's duration as it was (a server that keeps up): the two ends of the estimate."""
+        else that stage's duration as it was (a server that keeps up): the two ends of the estimate.
+        ``anywhere``: with nothing measured on this workload, another's (for the estimate only: the
+        workloads share --max-tokens, so their requests last alike)."""
         own = e2e_guess(self.measured.get((target, workload), {}), c, scaled)
         if own is not None:
             return own
-        # another target on the same workload is a better guess than none (for the estimate only)
+        # another target on the same workload is a better guess than none
         others = [e2e_guess(m, c, scaled) for (t, w), m in self.measured.items() if w == workload and m]
+        if not others and anywhere:
+            others = [e2e_guess(m, c, scaled) for m in self.measured.values() if m]
         return max(others) if others else None
 
 
 def fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def fmt_span(lo: float, mid: float, hi: float | None) -> str:
+    """An estimate as the log writes it: "about 5.5 min (4.2–9.8 min)", "about 40 s (30–95 s)", or
+    "at least 4.8 min" with no upper end yet."""
+    if hi is None:
+        return f"at least {fmt_s(lo)}"
+    if hi <= 1.1 * lo:
+        return f"about {fmt_s(mid)}"
+    if lo >= 120:
+        span = f"{lo / 60:.1f}–{hi / 60:.1f} min"
+    else:
+        span = f"{lo:.0f}–{hi:.0f} s" if hi < 120 else f"{fmt_s(lo)}–{fmt_s(hi)}"
+    return f"about {fmt_s(mid)} ({span})"
 
 
 @dataclass
@@ -241,42 +262,71 @@ class Schedule:
     open: OpenPlan | None = None
     """An open-loop ladder (its values rates or trace speeds); None: concurrencies."""
 
-    def spec(self, i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True) -> StageSpec:
+    def spec(self, i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True,
+             anywhere: bool = False) -> StageSpec:
         s = self.slots[i]
         if self.open is not None:
             return open_spec(self.open, s.concurrency, self.warmup_s,
-                             self.durations.guess(s.target.label, s.workload, s.concurrency, False),
+                             self.durations.guess(s.target.label, s.workload, s.concurrency, False, anywhere),
                              duration_s=self.duration_s, requests=self.requests, max_stage_s=budget, budget_by=by)
         return warmed_spec(s.concurrency, self.warmup_s, self.durations.guess(s.target.label, s.workload,
-                                                                              s.concurrency, scaled),
+                                                                              s.concurrency, scaled, anywhere),
                            duration_s=self.duration_s, requests=self.requests, adapt_window=self.adapt_window,
                            max_stage_s=budget, budget_by=by)
 
-    def estimates(self, first: int, scaled: bool = True) -> list[float]:
-        return [self.spec(j, self.max_stage_s, scaled=scaled).estimate_s() for j in range(first, len(self.slots))]
+    def estimates(self, first: int, scaled: bool = True, skip: frozenset[int] = frozenset()) -> list[float]:
+        """The typical time of each stage from ``first`` on (not in ``skip``): the budget's weights."""
+        return [self.spec(j, self.max_stage_s, scaled=scaled).estimate_s() for j in range(first, len(self.slots))
+                if j not in skip]
 
-    def left(self, first: int, this: StageSpec | None = None) -> str:
-        """The time the stages from ``first`` on should take: from a server that keeps up with the
-        load to one whose throughput stops growing (requests then last C/C' as long)."""
-        low, high = self.estimates(first, scaled=False), self.estimates(first)
-        if this is not None:  # the stage about to run, as it was actually planned
-            low[0] = high[0] = this.estimate_s()
-        lo, hi = sum(low), sum(high)
-        return fmt_s(hi) if hi <= 1.1 * lo else f"{fmt_s(lo)}-{fmt_s(hi)}"
+    def bounds(self, first: int, this: StageSpec | None = None,
+               skip: frozenset[int] = frozenset()) -> tuple[float, float, float | None]:
+        """(low, typical, high) seconds of the stages from ``first`` on. Low: warm-ups that end at the last
+        user's start, requests as long as at the stage below (a server that keeps up), no cool-down.
+        Typical: the budget's weights (:meth:`budget`). High: requests C/C' as long (a server whose
+        throughput stops growing), warm-ups to their caps, cool-downs of two requests; None while a stage
+        has no request duration to go by (nothing measured yet): the estimate is then a lower bound."""
+        idx = [j for j in range(first, len(self.slots)) if j not in skip]
+        low = [self.spec(j, self.max_stage_s, scaled=False, anywhere=True).estimate_s("low") for j in idx]
+        high = [self.spec(j, self.max_stage_s, anywhere=True).estimate_s("high") for j in idx]
+        mid = [(self.spec(j, self.max_stage_s, anywhere=True).estimate_s()
+                + self.spec(j, self.max_stage_s, scaled=False, anywhere=True).estimate_s()) / 2 for j in idx]
+        if this is not None and idx and idx[0] == first:  # the stage about to run, as it was actually planned
+            low[0], mid[0], high[0] = this.estimate_s("low"), this.estimate_s(), this.estimate_s("high")
+        known = all(self.durations.guess(self.slots[j].target.label, self.slots[j].workload,
+                                         self.slots[j].concurrency, anywhere=True) is not None for j in idx)
+        return sum(low), sum(mid), (sum(high) if known else None)
 
-    def known(self) -> bool:
-        """Every stage has a request duration to go by (else the estimate is a lower bound)."""
-        return all(self.durations.guess(s.target.label, s.workload, s.concurrency) is not None for s in self.slots)
+    def left(self, first: int, this: StageSpec | None = None, remaining_s: float | None = None,
+             skip: frozenset[int] = frozenset()) -> str:
+        """The time the stages from ``first`` on should take, "about T (low–high)" (:meth:`bounds`), the
+        high end no later than what ``remaining_s`` (of --max-run-time) leaves: a stage that spends its
+        share is cut."""
+        lo, mid, hi = self.bounds(first, this, skip)
+        if remaining_s is not None:
+            end = max(0.0, remaining_s) + RUN_END_S
+            lo, mid, hi = min(lo, end), min(mid, end), (end if hi is None else min(hi, end))
+        return fmt_span(lo, mid, hi)
 
-    def after(self, i: int) -> float:
-        """The estimated seconds of the stages after stage ``i`` (the run's ETA beyond it)."""
-        return sum(self.estimates(i + 1)) if i + 1 < len(self.slots) else 0.0
+    def after(self, i: int, skip: frozenset[int] = frozenset()) -> tuple[float, float, float | None]:
+        """The estimated seconds of the stages after stage ``i`` (the run's ETA beyond it): :meth:`bounds`."""
+        return self.bounds(i + 1, skip=skip) if i + 1 < len(self.slots) else (0.0, 0.0, 0.0)
 
     def least_s(self) -> float:
         """A stage needs its minimum warm-up and a second of window to measure anything."""
         return self.warmup_s + 1.0
 
-    def budget(self, i: int, remaining_s: float | None) -> tuple[float | None, str] | None:
+    def need_s(self, i: int) -> float | None:
+        """The least stage ``i`` takes to measure a steady window: a warm-up until every user has started
+        and its first request streams, the window, one request's cool-down, from a server that keeps up.
+        None with no request duration to go by."""
+        s = self.slots[i]
+        if self.durations.guess(s.target.label, s.workload, s.concurrency, anywhere=True) is None:
+            return None
+        return self.spec(i, None, scaled=False, anywhere=True).estimate_s()
+
+    def budget(self, i: int, remaining_s: float | None,
+               skip: frozenset[int] = frozenset()) -> tuple[float | None, str] | None:
         """Stage ``i``'s budget and the option it comes from; None: the run's budget has no room for it.
 
         With ``remaining_s`` (what is left of --max-run-time) each stage gets the share of
@@ -287,7 +337,7 @@ class Schedule:
             return budget, by
         # weights: the middle of each stage's estimate (the pessimistic end alone gave the high
         # concurrencies so much that a 20-stage GPU ladder's first stages were starved)
-        rest = [(a + b) / 2 for a, b in zip(self.estimates(i), self.estimates(i, scaled=False))]
+        rest = [(a + b) / 2 for a, b in zip(self.estimates(i, skip=skip), self.estimates(i, scaled=False, skip=skip))]
         share = remaining_s * rest[0] / sum(rest) if sum(rest) > 0 else remaining_s
         least = self.least_s()
         share = max(share, least)

@@ -15,6 +15,7 @@ import time
 from typing import Callable
 
 from loadgen.client.stream import StreamClient
+from loadgen.run.order import fmt_span
 from loadgen.run.spec import StageSpec
 from loadgen.run.window import RecordFolder, StageState
 
@@ -24,10 +25,11 @@ _now = time.perf_counter_ns
 class ProgressLine:
     """Rewrites one terminal line every second; on a pipe or file, prints a line every ``every_s``."""
 
-    def __init__(self, label: str, stream=None, every_s: float = 10.0, after_s: float | None = None) -> None:
+    def __init__(self, label: str, stream=None, every_s: float = 10.0,
+                 after_s: tuple[float, float, float | None] | None = None) -> None:
         self.label = label
         self.after_s = after_s
-        """Estimated seconds of the stages after this one (the run's ETA), None if not known."""
+        """Estimated seconds of the stages after this one, (low, typical, high; None: not known): the run's ETA."""
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.every_s = every_s
@@ -40,9 +42,9 @@ class ProgressLine:
         rest = p.get("remaining_s")
         if rest is not None:
             text += f"; stage ~{rest:.0f} s left"
-            if self.after_s:
-                total = rest + self.after_s
-                text += f", run ~{total / 60:.1f} min left" if total >= 120 else f", run ~{total:.0f} s left"
+            if self.after_s is not None and self.after_s != (0.0, 0.0, 0.0):
+                lo, mid, hi = self.after_s
+                text += f", run {fmt_span(rest + lo, rest + mid, None if hi is None else rest + hi)} left"
         if self.tty:
             self.stream.write("\r" + text.ljust(self._width))
             self._width = len(text)

@@ -127,10 +127,15 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     t_start = time.monotonic()
     run_deadline = t_start + plan.max_run_s if plan.max_run_s else None
     n = len(slots)
-    log(f"{n} stages, estimated {sched.left(0)}"
-        + ("" if sched.known() else " or more (request durations are not known before the first stages; "
-                                    "the estimate is refined as they are measured)")
+    log(f"{n} stages, estimated {sched.left(0, remaining_s=plan.max_run_s)}"
+        + (" (request durations are not known before the first stage; a range once it has run)"
+           if sched.bounds(0)[2] is None else "")
         + (f"; at most {fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
+    unaffordable: dict[tuple[str, float], str] = {}
+    """(workload, value) → why the run's budget cannot buy a steady window there: not run for any target."""
+
+    def skipped(i: int) -> frozenset[int]:
+        return frozenset(j for j in range(i, n) if (slots[j].workload, slots[j].concurrency) in unaffordable)
 
     def measured(d: dict, wl: str, c) -> None:
         """A stage's summary lines, and what later stages learn from it (durations, saturation)."""
@@ -173,22 +178,38 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: kept from the interrupted run")
                 measured(kept, wl, c)
                 continue
-            given = sched.budget(i, None if run_deadline is None else run_deadline - time.monotonic())
+            left_s = None if run_deadline is None else run_deadline - time.monotonic()
+            if (wl, c) in unaffordable:
+                why = unaffordable[(wl, c)]
+                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, {why}")
+                writer.run.setdefault("not_run", []).append({"target": target.label, "workload": wl, "value": c,
+                                                             "why": why})
+                continue
+            given = sched.budget(i, left_s, skipped(i))
             if given is None:
                 writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i}
                 log(f"--max-run-time reached: {n - i} planned stage(s) not run")
                 break
             budget, by = given
+            need = sched.need_s(i)
+            if by == "max-run-time" and need is not None and budget is not None and budget < need:
+                # an unsteady window is not compared (analysis.coverage): its share buys the other stages' time
+                unaffordable[(wl, c)] = why = (f"the run's budget leaves {budget:.0f} s for it, a steady window "
+                                               f"takes about {need:.0f} s (--max-run-time)")
+                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, {why}")
+                writer.run.setdefault("not_run", []).append({"target": target.label, "workload": wl, "value": c,
+                                                             "why": why})
+                continue
             _ensure_up(plan, target, running, servers,
                        None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
             if wl not in sources:
                 sources[wl] = plan.make_source(wl)
             spec = sched.spec(i, budget, by)
             log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl} "
-                f"(elapsed {fmt_s(time.monotonic() - t_start)}, about {sched.left(i, spec)} left)")
+                f"(elapsed {fmt_s(time.monotonic() - t_start)}, {sched.left(i, spec, left_s, skipped(i))} left)")
             retried: dict | None = None
             while True:
-                line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(i))
+                line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(i, skipped(i + 1)))
                 probe = (plan.window_probe(target) if plan.window_probe is not None
                          else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
                 reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
@@ -252,6 +273,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
         for srv in running.values():
             srv.stop()
         writer.flush()
+        log(f"stages done in {fmt_s(time.monotonic() - t_start)}")
     return done
 
 
