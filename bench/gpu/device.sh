@@ -213,6 +213,11 @@ step_run() {
       || die "run: pip could not install the wheels from $G/wheels"
     touch "$G/site/.ok"; say "run: wheels installed into $G/site"
   fi
+  # the run reads its own copy of the checkout: each device call re-sends the working tree, and a module
+  # imported late (the analysis, the report) must be the one the run started with
+  rm -rf "$G/repo" && mkdir -p "$G/repo" && (cd "$REPO" && tar --exclude=./.gpu --exclude=./.git -cf - .) | tar -xf - -C "$G/repo" \
+    || die "run: could not copy the checkout to $G/repo"
+  local REPO="$G/repo"
   export PYTHONPATH="$REPO:$G/site${PYTHONPATH:+:$PYTHONPATH}"
   "$PY" -c 'import orjson, hdrh.histogram, tomli, aiohttp, numpy, matplotlib, loadgen.cli.crossover, loadgen.report.html' \
     || die "run: loadgen does not import here (PYTHONPATH=$PYTHONPATH)"

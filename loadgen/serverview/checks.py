@@ -136,7 +136,8 @@ def tokens_check(block: dict, view: ClientView) -> dict:
             # the server's count lies among what it can have counted while each scrape was in flight
             out["verdict"] = "agree"
             out["why"] = ("within the requests that ended while a scrape was in flight "
-                          f"({lo}-{hi}; the midpoints alone give {pct:+.2f} %)")
+                          f"({lo}-{hi}; the midpoints alone give "
+                          + (f"{pct:+.2f} %)" if pct is not None else f"{client:g} against the server's 0)"))
     if server == 0 and client == 0:
         out["why"] = "nothing counted on either side between the scrapes"
     return out
