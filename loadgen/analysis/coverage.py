@@ -319,3 +319,37 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
                   for t in (base, spec)}
             sentences[wl] = cov.not_compared_sentence(by)
     return out, sentences
+
+
+def why_unusable(s: dict) -> str:
+    """Why a stage gave no comparison in one short clause, the same for every stage it fits ("" when it
+    measured its load): a run with nothing compared says how many stages each reason took."""
+    if not window_whole(s):
+        cut = s.get("cut") or {}
+        by = CUT_BY.get(cut.get("by"), cut.get("by") or "")
+        return f"cut in the {cut.get('phase') or 'window'}" + (f" by {by}" if by else "")
+    if sim_starved(s):
+        return "whose embedded simulator fell behind its model"
+    req = s.get("requests") or {}
+    if not req.get("completed"):
+        return f"with no request completed ({req['failed']} failed)" if req.get("failed") else "with no request completed"
+    why = not_comparable(s)
+    if why.startswith("the server ran a median"):
+        return "whose server ran fewer requests at once than C"
+    if "not yet streaming" in why:
+        return "whose first requests were not yet streaming when the window opened"
+    return "with other traffic on the server" if why else ""
+
+
+def nothing_compared(doc: dict) -> str:
+    """One line for a run in which no concurrency has comparable stages of two configurations: how many stages
+    each reason took (dead server, every stage cut, unsteady), else "" when something was compared."""
+    tally: dict[str, int] = {}
+    for s in doc.get("stages", []):
+        why = why_unusable(s) or "measured, without a comparable stage of another configuration at its C"
+        tally[why] = tally.get(why, 0) + 1
+    n = sum(tally.values())
+    if not n:
+        return "no stage was run" + (f" ({run_cut_words(doc.get('run', {}))})" if run_cut_words(doc.get("run", {})) else "")
+    parts = ", ".join(f"{k} of {n} stages {why}" for why, k in sorted(tally.items(), key=lambda x: -x[1]))
+    return f"nothing compared: {parts}"

@@ -14,6 +14,7 @@ import orjson
 from loadgen import redact
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.compare import analyze_run
+from loadgen.analysis.coverage import nothing_compared
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
 from loadgen.analysis.engineterms import Translation
 from loadgen.cli import front
@@ -304,7 +305,13 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
         _simulator_truth(res, sim, doc["run"].get("seed", sim["seed"]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "crossover.json").write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
-    print(crossover_tables(res, doc=doc, verbose=args.verbose))
+    if not _any_compared(res):
+        # one line, not a table of dashes and a screen of flags: the stages are in run.json, the flags in the report
+        print(f"loadgen: error: {nothing_compared(doc)}", file=sys.stderr)
+        code = 1
+    else:
+        print(crossover_tables(res, doc=doc, verbose=args.verbose))
+        code = 0
     if not args.no_report:
         try:
             from loadgen.report.html import render
@@ -314,7 +321,15 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
             html = render(out)
             log(f"report: {html}")
     log(f"results: {out / 'run.json'}, analysis: {out / 'crossover.json'}")
-    return 0
+    return code
+
+
+def _any_compared(res: dict) -> bool:
+    """Whether the deciding metric was compared at some concurrency of some workload (two or more configurations)."""
+    metric = res.get("decides", PRIMARY)
+    if res.get("configs"):
+        return any(metric in per for per in res["configs"].values())
+    return any(metric in per and per[metric]["analysis"]["comparisons"] for per in res["workloads"].values())
 
 
 def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:

@@ -136,3 +136,55 @@ def test_with_slos_goodput_decides(doc):
     per = res["workloads"]["freetext"]
     assert "enable" not in per[DECIDES]["recommendation"]
     assert "workload freetext: goodput" in crossover_tables(res)
+
+
+# --------------------------------------------------------------------------- nothing comparable
+
+def _all_cut(doc):
+    d = copy.deepcopy(doc)
+    for s in d["stages"]:
+        s["incomplete"], s["cut"] = True, {"phase": "window", "at_s": 6.0, "by": "max-run-time"}
+    return d
+
+
+def _dead(doc):
+    d = copy.deepcopy(doc)
+    for s in d["stages"]:
+        s["requests"].update(completed=0, failed=40)
+        s["workloads"]["freetext"]["requests"].update(completed=0, failed=40)
+    return d
+
+
+def _unsteady_top_and_dead_spec(doc):
+    """Every stage unusable for its own reason: the baseline's top stage unsteady, its others cut; the spec's dead."""
+    d = _below_c(doc)
+    for s in d["stages"]:
+        if s["target"] == "spec":
+            s["requests"].update(completed=0, failed=40)
+            s["workloads"]["freetext"]["requests"].update(completed=0, failed=40)
+        elif s["concurrency"] != 100:
+            s["incomplete"], s["cut"] = True, {"phase": "warm-up", "at_s": 2.0, "by": "interrupt"}
+    return d
+
+
+@pytest.mark.parametrize("fault, line", [
+    (_all_cut, "nothing compared: 8 of 8 stages cut in the window by --max-run-time"),
+    (_dead, "nothing compared: 8 of 8 stages with no request completed (40 failed)"),
+    (_unsteady_top_and_dead_spec, "nothing compared: 4 of 8 stages with no request completed (40 failed), 3 of 8 "
+                                  "stages cut in the warm-up by an interrupt, 1 of 8 stages whose server ran fewer "
+                                  "requests at once than C"),
+])
+def test_a_run_with_nothing_comparable_says_why_in_one_line_and_fails(doc, tmp_path, fault, line):
+    """Bad input (issue 27): a dead server, every stage cut, or unsteady: one line, every stage kept, exit 1."""
+    from tests.cli.runner import in_process
+    from tests.report.synth import write_run
+
+    out = write_run(tmp_path / "r", fault(doc))
+    got = in_process("crossover", "--from", str(out), "--no-report")
+    assert got.returncode == 1, got
+    assert got.stdout == ""  # no table of dashes, no screen of flags
+    errors = [x for x in got.stderr.splitlines() if "error" in x]
+    assert errors == [f"loadgen: error: {line}"], got.stderr
+    assert (out / "crossover.json").exists()  # the analysis is written all the same, with why per stage
+    control = in_process("crossover", "--from", str(write_run(tmp_path / "ok", doc)), "--no-report")
+    assert control.returncode == 0 and "workload freetext" in control.stdout
