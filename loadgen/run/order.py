@@ -261,6 +261,9 @@ class Schedule:
     max_stage_s: float | None = None
     open: OpenPlan | None = None
     """An open-loop ladder (its values rates or trace speeds); None: concurrencies."""
+    overhead_s: float = 0.0
+    """The run's time outside its stages so far (server starts, probes, results written), per stage run: the
+    typical and high estimates count it for each stage left."""
 
     def spec(self, i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True,
              anywhere: bool = False) -> StageSpec:
@@ -295,7 +298,8 @@ class Schedule:
             low[0], mid[0], high[0] = this.estimate_s("low"), this.estimate_s(), this.estimate_s("high")
         known = all(self.durations.guess(self.slots[j].target.label, self.slots[j].workload,
                                          self.slots[j].concurrency, anywhere=True) is not None for j in idx)
-        return sum(low), sum(mid), (sum(high) if known else None)
+        extra = self.overhead_s * len(idx)
+        return sum(low), sum(mid) + extra, (sum(high) + extra if known else None)
 
     def left(self, first: int, this: StageSpec | None = None, remaining_s: float | None = None,
              skip: frozenset[int] = frozenset()) -> str:

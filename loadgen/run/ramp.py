@@ -134,6 +134,9 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     unaffordable: dict[tuple[str, float], str] = {}
     """(workload, value) → why the run's budget cannot buy a steady window there: not run for any target."""
 
+    inside_s, ran = 0.0, 0
+    """Seconds inside the stages run so far, and how many: the rest of the elapsed time is overhead."""
+
     def skipped(i: int) -> frozenset[int]:
         return frozenset(j for j in range(i, n) if (slots[j].workload, slots[j].concurrency) in unaffordable)
 
@@ -205,6 +208,8 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             if wl not in sources:
                 sources[wl] = plan.make_source(wl)
             spec = sched.spec(i, budget, by)
+            if ran:
+                sched.overhead_s = max(0.0, time.monotonic() - t_start - inside_s) / ran
             log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl} "
                 f"(elapsed {fmt_s(time.monotonic() - t_start)}, {sched.left(i, spec, left_s, skipped(i))} left)")
             retried: dict | None = None
@@ -217,6 +222,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 srv = running.get(target.label)
                 watch = ServerExit(srv) if srv is not None and retried is None else None
                 clock0 = simclock.read(target.url, servers.get(target.label), target.headers)
+                t_stage = time.monotonic()
                 try:
                     res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
                                               stage_index=index0 + i, loop_kind=plan.loop, progress=line,
@@ -233,6 +239,7 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 finally:
                     if watch is not None:
                         watch.close()
+                    inside_s, ran = inside_s + time.monotonic() - t_stage, ran + 1
                 line.done()
                 died = _died(running.get(target.label), target.label)
                 if died is None:

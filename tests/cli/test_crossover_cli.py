@@ -291,3 +291,29 @@ def test_from_into_another_out_folder_writes_a_whole_results_folder(cli, two, tm
     assert (dst / "run.json").read_bytes() == (src / "run.json").read_bytes()
     assert json.loads((dst / "crossover.json").read_text()) == json.loads((src / "crossover.json").read_text())
     assert sorted(x.name for x in src.iterdir()) == before
+
+
+def _minutes(text: str) -> float:
+    """Seconds of "40 s" or "2.5 min"."""
+    v, unit = text.split()
+    return float(v) * (60 if unit == "min" else 1)
+
+
+def test_the_time_estimate_is_a_range_the_run_falls_inside(xo):
+    """Issue 27: the first estimate was 2.4x short and dropped its "or more". Every estimate after the first stage
+    is a range with both ends, and the run's actual duration lies inside it (up to the printed precision)."""
+    err = xo["p"].stderr
+    [total] = re.findall(r"stages done in ([\d.]+ (?:s|min))", err)
+    total = _minutes(total)
+    first = re.search(r"\d+ stages, estimated (.*)", err).group(1)
+    assert first.startswith("at least ") and _minutes(first.split()[2] + " " + first.split()[3]) <= total + 1, first
+    lines = re.findall(r"\[(\d+)/\d+\] .*\(elapsed ([\d.]+ (?:s|min)), (.*) left\)", err)
+    assert [int(i) for i, _, _ in lines] == [1, 2, 3, 4], err
+    for i, elapsed, left in lines[1:]:
+        m = re.fullmatch(r"about [\d.]+ (?:s|min) \(([\d.]+)(?: (s|min))?–([\d.]+) (s|min)\)", left)
+        assert m, left  # both ends, never "at least" once a duration is known
+        lo = float(m.group(1)) * (60 if (m.group(2) or m.group(4)) == "min" else 1)
+        hi = float(m.group(3)) * (60 if m.group(4) == "min" else 1)
+        e = _minutes(elapsed)
+        slack = 3.5  # the printed precision: whole seconds, or a tenth of a minute
+        assert e + lo - slack <= total <= e + hi + slack, (i, elapsed, left, total)
