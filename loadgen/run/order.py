@@ -217,8 +217,19 @@ class Durations:
     def guess(self, target: str, workload: str, c: int, scaled: bool = True, anywhere: bool = False) -> float | None:
         """``scaled``: Little's law from the nearest lower stage (a server whose throughput stops growing);
         else that stage's duration as it was (a server that keeps up): the two ends of the estimate.
-        ``anywhere``: with nothing measured on this workload, another's (for the estimate only: the
-        workloads share --max-tokens, so their requests last alike)."""
+        ``anywhere`` (the estimate only): from the nearest lower stage of any target and workload (they
+        share --max-tokens, so their requests last alike), this one's first at the same C: scaled 70x
+        from this workload's C=1, a simulator run's range jumped from 3.2-5.6 min to 3.1-20.9 min."""
+        if anywhere:
+            best = None
+            for (t, w), m in self.measured.items():
+                lower = [x for x in m if x <= c]
+                if lower:
+                    key = (max(lower), (t, w) == (target, workload), w == workload)
+                    if best is None or key > best[0]:
+                        best = (key, e2e_guess(m, c, scaled))
+            if best is not None:
+                return best[1]
         own = e2e_guess(self.measured.get((target, workload), {}), c, scaled)
         if own is not None:
             return own
