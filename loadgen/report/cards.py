@@ -1,10 +1,11 @@
 """The page's run-wide cards: the header's facts, the flags card and the run card.
 
-In: the run document, ``crossover.json``'s dict (``res``), the slices and the lines of
-stages left out of the results file. Out: HTML / text — :func:`facts_line` and
-:func:`wall_time` (the header), :func:`flags_card` (every client-bound, failed,
-approximate, incomplete or never-compared item, with the self-check's advice) and
-:func:`run_card` (targets, servers, ladder, seed; template ``templates/run-card.html``).
+In: the run document, the run's analysis (``ra``, a :class:`~loadgen.analysis.compare.RunAnalysis`),
+the slices and the lines of stages left out of the results file. Out: HTML / text — :func:`facts_line`
+and :func:`wall_time` (the header), :func:`flags_card` (every client-bound, failed, approximate,
+incomplete or never-compared item, with the self-check's advice) and :func:`run_card_of` (targets,
+servers, ladder, seed; template ``templates/run-card.html``). :func:`run_card` is the same card for the
+open-loop page (rates.py), which hands it a dict of the same few facts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from html import escape
 import orjson
 
 from loadgen import redact
+from loadgen.analysis.compare import RunAnalysis
 from loadgen.report.inputs import Slice, max_running, servers
 from loadgen.report.palette import labels_of, palette, swatch
 from loadgen.report.templates import fragment
@@ -36,19 +38,18 @@ def _target_word(label: str, server: dict | None) -> str:
     return f"{label} ({', '.join(bits)})" if bits else label
 
 
-def facts_line(doc: dict, res: dict) -> str:
+def facts_line(doc: dict, ra: RunAnalysis) -> str:
     """The header's second line: who is compared with whom, the ladder, the workloads (plain text)."""
     run = doc.get("run", {})
     srv = servers(doc)
     ladder = run.get("ladder") or sorted({s["concurrency"] for s in doc.get("stages", [])})
-    wls = run.get("workloads") or [w for w in res["workloads"] if w != "all"]
-    labels = labels_of(res)
+    wls = run.get("workloads") or [w for w in ra.workloads if w != "all"]
+    labels = labels_of(ra)
     if len(labels) > 2:
         who = (f"{_target_word(labels[0], srv.get(labels[0]))} (reference) vs "
                + ", ".join(_target_word(x, srv.get(x)) for x in labels[1:]))
     else:
-        who = (f"{_target_word(res['baseline'], srv.get(res['baseline']))} vs "
-               f"{_target_word(res['spec'], srv.get(res['spec']))}")
+        who = f"{_target_word(ra.baseline, srv.get(ra.baseline))} vs {_target_word(ra.spec, srv.get(ra.spec))}"
     parts = [who,
              "ladder " + ",".join(map(str, ladder)), "workloads " + ", ".join(map(str, wls))]
     if run.get("simulator"):
@@ -56,7 +57,7 @@ def facts_line(doc: dict, res: dict) -> str:
     return " · ".join(parts)
 
 
-def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], res: dict, dropped: list[str], run: dict) -> str:
+def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], ra: RunAnalysis, dropped: list[str], run: dict) -> str:
     """Every flagged item of the run (or that there are none), grouped, with what to do about them."""
     from loadgen.analysis.compare import run_cut_words
 
@@ -75,9 +76,9 @@ def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], res: dict, dropped: l
     for d in dropped:
         items.append(("fail", "results file", d))
     # planned stages that neither finished nor were analysed: the verdicts leave them out (crossover.Scope)
-    for wl, cov in (res.get("coverage") or {}).items():
-        for m in cov.get("missing", []):
-            items.append(("missing", f"{wl} C={m['concurrency']}", f"not compared: {m['why']}"))
+    for wl, cov in ra.coverage.items():
+        for c, why in sorted(cov.missing.items()):
+            items.append(("missing", f"{wl} C={c}", f"not compared: {why}"))
     cut = run_cut_words(run)
     if cut:
         items.append(("incomplete", "run", f"{cut}; only the stages that finished are analysed"))
@@ -109,18 +110,30 @@ def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], res: dict, dropped: l
             f'<ul>{lis}</ul></details></section>')
 
 
-def run_card(doc: dict, res: dict) -> str:
+def run_card_of(doc: dict, ra: RunAnalysis) -> str:
     """The "Run" card at the foot of the page: the targets and their servers, then the run's facts."""
+    return _run_card(doc, labels_of(ra), ra.adaptive, ra.confidence, list(ra.workloads))
+
+
+def run_card(doc: dict, res: dict) -> str:
+    """:func:`run_card_of` for the open-loop page, whose ``res`` is a dict of the facts the card needs
+    (``baseline``, ``spec``, ``targets``, ``confidence``, ``workloads``; rates.py)."""
+    labels = list(res.get("targets") or [])
+    labels += [x for x in (res["baseline"], res["spec"]) if x not in labels]
+    return _run_card(doc, labels, list(res.get("adaptive") or []), res["confidence"], list(res["workloads"]))
+
+
+def _run_card(doc: dict, labels: list[str], adaptive_labels: list[str], confidence: float,
+              workloads: list[str]) -> str:
     run = doc.get("run", {})
     srv = servers(doc)
-    labels = labels_of(res)
     colours = palette(labels) if len(labels) > 2 else {}  # three or more: each with its colour and role
     if colours:
-        adaptive = set(res.get("adaptive") or [])
+        adaptive = set(adaptive_labels)
         roles = {x: "reference" if i == 0 else "candidate, adapts on its own" if x in adaptive else "candidate"
                  for i, x in enumerate(labels)}
     else:
-        roles = {res["baseline"]: "baseline", res["spec"]: "speculative"}
+        roles = {labels[0]: "baseline", labels[min(1, len(labels) - 1)]: "speculative"}
     targets = run.get("targets") or [{"label": lbl} for lbl in roles]
     rows = []
     for t in targets:
@@ -143,13 +156,13 @@ def run_card(doc: dict, res: dict) -> str:
             roles.get(label, "–"), t.get("url", "–"), t.get("protocol", "–"), s.get("engine", "–"),
             info.get("version", "–"), model, spec_txt, mrr if mrr else "–")) + "</tr>")
     ladder = run.get("ladder") or sorted({s["concurrency"] for s in doc.get("stages", [])})
-    wls = run.get("workloads") or ([run["workload"]] if run.get("workload") else list(res["workloads"]))
+    wls = run.get("workloads") or ([run["workload"]] if run.get("workload") else workloads)
     started, finished = run.get("started_unix"), run.get("finished_unix")
     dur = f"{(finished - started) / 60:.1f} min" if isinstance(started, (int, float)) and isinstance(finished, (int, float)) else "–"
     sim = run.get("simulator")
     facts = [("ladder", ", ".join(map(str, ladder))), ("workloads", ", ".join(map(str, wls))),
              ("stages", str(len(doc.get("stages", [])))), ("wall time", dur),
-             ("confidence", f"{res['confidence'] * 100:g} % (crossovers: whole-ladder, Šidák)"),
+             ("confidence", f"{confidence * 100:g} % (crossovers: whole-ladder, Šidák)"),
              ("seed", str(run.get("seed", "–"))), ("loadgen", str(run.get("loadgen_version", "–")))]
     if sim:
         facts.insert(2, ("simulator", ", ".join(f"{k} {v}" for k, v in sim.items())))

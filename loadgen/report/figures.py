@@ -1,10 +1,12 @@
 """The report's charts: slices and verdicts become :class:`~loadgen.report.charts.Chart` descriptions.
 
-In: ``crossover.json``'s dict (``res``), one workload's slices (target → C → Slice) and its
-primary metric's analysis. Out: the charts of a workload section (throughput with its
-intervals, Δ, TTFT, ITL, acceptance, HDR percentile curves), :func:`figure` (a chart as the
-page's ``<figure>``: caption, note, legend, inline SVG) and :func:`write_pngs` (the
-throughput and latency PNGs). charts.py draws; this module decides what is drawn.
+In: the run's analysis (:class:`~loadgen.analysis.compare.RunAnalysis`, ``ra``), one workload's
+slices (target → C → Slice) and its deciding metric's :class:`~loadgen.analysis.crossover.MetricAnalysis`.
+Out: the charts of a workload section (the deciding metric — output throughput, or goodput with
+SLOs — with its intervals, its Δ, TTFT, ITL, acceptance, HDR percentile curves), :func:`figure` (a
+chart as the page's ``<figure>``: caption, note, legend, inline SVG; nothing for a chart with no
+data, :meth:`Chart.has_data`) and :func:`write_pngs` (the throughput and latency PNGs). charts.py
+draws; this module decides what is drawn.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from pathlib import Path
 
 from loadgen import redact
 from loadgen.analysis import stats
+from loadgen.analysis.compare import RunAnalysis
+from loadgen.analysis.configs import ConfigsResult
+from loadgen.analysis.crossover import MetricAnalysis
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME as HIST_METRICS
 from loadgen.report.charts import (CROSS_COLOUR, TIE_COLOUR, Chart, Series, Span, VLine,
                                    legend_items, svg)
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import colours_of
-from loadgen.report.words import fmt_c, slug, winner_word
+from loadgen.report.words import capitalised, fmt_c, slug, winner
 
 
 def mean_interval(xs: list[float], confidence: float) -> tuple[float, float] | None:
@@ -68,18 +73,18 @@ def concurrencies(per_target: dict[str, dict[int, Slice]]) -> list[int]:
     return sorted({c for t in per_target.values() for c in t})
 
 
-def _crossover_marks(a: dict | None) -> tuple[list[Span], list[VLine]]:
+def _crossover_marks(a: MetricAnalysis | None) -> tuple[list[Span], list[VLine]]:
     spans, lines = [], []
-    if not a:
+    if a is None:
         return spans, lines
-    pct = f"{a['confidence'] * 100:g} %"
-    for x in a["crossovers"]:
-        label = f"C≈{fmt_c(x['estimate'])}"
-        spans.append(Span(x["ci_low"], x["ci_high"], CROSS_COLOUR,
-                          f"crossover {label}, {pct} interval {fmt_c(x['ci_low'])}–{fmt_c(x['ci_high'])}"))
-        lines.append(VLine(x["estimate"], CROSS_COLOUR, label))
-    for x in a.get("candidates", []):
-        lines.append(VLine(x["estimate"], TIE_COLOUR, f"C≈{fmt_c(x['estimate'])}?"))
+    pct = f"{a.confidence * 100:g} %"
+    for x in a.crossovers:
+        label = f"C≈{fmt_c(x.estimate)}"
+        spans.append(Span(x.ci_low, x.ci_high, CROSS_COLOUR,
+                          f"crossover {label}, {pct} interval {fmt_c(x.ci_low)}–{fmt_c(x.ci_high)}"))
+        lines.append(VLine(x.estimate, CROSS_COLOUR, label))
+    for x in a.candidates:
+        lines.append(VLine(x.estimate, TIE_COLOUR, f"C≈{fmt_c(x.estimate)}?"))
     return spans, lines
 
 
@@ -88,52 +93,67 @@ def _tip(sl: Slice, text: str) -> str:
     return f"{sl.target} C={sl.c}: {text}{extra}"
 
 
-def throughput_chart(res: dict, wl: str, per_target: dict[str, dict[int, Slice]], a: dict | None) -> Chart:
-    """Every configuration's output throughput with its intervals; with two, the crossover marked; with three
-    or more (``res["configs"]``), the envelope (best of the non-adaptive ones at each C) and the switches."""
-    conf = res["confidence"]
+def throughput_chart(ra: RunAnalysis, wl: str, per_target: dict[str, dict[int, Slice]], a: MetricAnalysis | None,
+                     metric: str = PRIMARY, label: str = "output throughput", unit: str = "tok/s") -> Chart:
+    """Every configuration's ``metric`` (the deciding one: output throughput, or goodput) with its intervals; with
+    two, the crossover marked; with three or more (``ra.configs``), the envelope (best of the non-adaptive ones at
+    each C) and the switches."""
+    conf = ra.confidence
     series = []
-    for label, color in colours_of(res).items():
-        st = per_target.get(label, {})
+    for name, color in colours_of(ra).items():
+        st = per_target.get(name, {})
         cs = sorted(st)
-        ys = [st[c].get(PRIMARY) for c in cs]
-        ivs = [mean_interval(st[c].rate_bins, conf) for c in cs]
+        bins = [st[c].bins(metric) for c in cs]
+        ys = [_stage_value(st[c], metric, b) for c, b in zip(cs, bins)]
+        ivs = [mean_interval(b, conf) for b in bins]
         band = ([iv[0] if iv else None for iv in ivs], [iv[1] if iv else None for iv in ivs])
-        tips = [_tip(st[c], f"{y:.1f} tok/s" + (f" ({iv[0]:.0f}–{iv[1]:.0f})" if iv else ""))
+        nd = 1 if metric == PRIMARY else 3
+        tips = [_tip(st[c], (f"{y:.{nd}f} {unit}" if y is not None else "no figure")
+                     + (f" ({iv[0]:.{nd - 1}f}–{iv[1]:.{nd - 1}f})" if iv else ""))
                 for c, y, iv in zip(cs, ys, ivs)]
-        series.append(Series(label, cs, ys, color, band=band, tips=tips, flags=[st[c].severity for c in cs]))
-    r = (res.get("configs") or {}).get(wl, {}).get(PRIMARY)
-    if r:
-        return _envelope_chart(res, r, series)
+        series.append(Series(name, cs, ys, color, band=band, tips=tips, flags=[st[c].severity for c in cs]))
+    r = ra.configs.get(wl, {}).get(metric)
+    if r is not None:
+        return _envelope_chart(r, series, label, "tokens/s" if metric == PRIMARY else unit)
     spans, lines = _crossover_marks(a)
-    return Chart("Output throughput", series, ylabel="tokens/s", spans=spans, vlines=lines, yzero=True,
+    return Chart(capitalised(label), series, ylabel="tokens/s" if metric == PRIMARY else unit, spans=spans,
+                 vlines=lines, yzero=True,
                  note=f"bands: {conf * 100:g} % interval of each stage's mean over its time bins; "
                       "purple: crossover and its interval")
+
+
+def _stage_value(sl: Slice, metric: str, bins: list[float]) -> float | None:
+    """A stage's figure of ``metric``: its summary's (over the whole window), else the mean of its time bins."""
+    v = sl.get(metric)
+    if v is None and bins:
+        v = stats.mean(bins)
+    return v
 
 
 ENVELOPE_COLOUR = "#c3c9d3"
 """The envelope: a wide pale line under the configurations' own, so the one on top of it at each C shows."""
 
 
-def _envelope_chart(res: dict, r: dict, series: list[Series]) -> Chart:
-    """The throughput chart of three or more configurations: their lines, the envelope under them, the switches."""
-    conf = r["confidence"]
-    at = [x for x in r["at"] if x.get("envelope") is not None]
-    env = Series("envelope (best at each C)", [x["concurrency"] for x in at], [x["envelope"] for x in at],
+def _envelope_chart(r: ConfigsResult, series: list[Series], label: str = "output throughput",
+                    ylabel: str = "tokens/s") -> Chart:
+    """The chart of three or more configurations: their lines, the envelope under them, the switches."""
+    conf = r.confidence
+    at = [x for x in r.at if x.envelope is not None]
+    env = Series("envelope (best at each C)", [x.concurrency for x in at], [x.envelope for x in at],
                  ENVELOPE_COLOUR, marker=False, width=7.0,
                  tips=None)
     spans, lines = [], []
-    for w in r.get("switches") or []:
-        words = f"{w['from_label']} → {w['to_label']}"
-        if w.get("confirmed") and w.get("estimate") is not None:
-            spans.append(Span(w["ci_low"], w["ci_high"], CROSS_COLOUR,
-                              f"switch {words} at C≈{fmt_c(w['estimate'])}, {conf * 100:g} % joint interval "
-                              f"{fmt_c(w['ci_low'])}–{fmt_c(w['ci_high'])}"))
-            lines.append(VLine(w["estimate"], CROSS_COLOUR, f"C≈{fmt_c(w['estimate'])}"))
+    for w in r.switches:
+        words = f"{w.from_label} → {w.to_label}"
+        if w.confirmed and w.estimate is not None:
+            spans.append(Span(w.ci_low, w.ci_high, CROSS_COLOUR,
+                              f"switch {words} at C≈{fmt_c(w.estimate)}, {conf * 100:g} % joint interval "
+                              f"{fmt_c(w.ci_low)}–{fmt_c(w.ci_high)}"))
+            lines.append(VLine(w.estimate, CROSS_COLOUR, f"C≈{fmt_c(w.estimate)}"))
         else:
-            spans.append(Span(w["ci_low"], w["ci_high"], TIE_COLOUR,
-                              f"switch {words} somewhere between the measured C={w['low_c']} and {w['high_c']}"))
-    adaptive = [x for x in r.get("adaptive") or [] if x in {s.label for s in series}]
+            spans.append(Span(w.ci_low, w.ci_high, TIE_COLOUR,
+                              f"switch {words} somewhere between the measured C={w.low_c} and {w.high_c}"))
+    adaptive = [x for x in r.adaptive if x in {s.label for s in series}]
     for s in series:
         s.dash = s.label in adaptive
     note = (f"bands: {conf * 100:g} % interval of each stage's mean over its time bins; pale: the envelope, the "
@@ -141,31 +161,34 @@ def _envelope_chart(res: dict, r: dict, series: list[Series]) -> Chart:
             "somewhere between two measured C")
     if adaptive:
         note += f"; dashed: {', '.join(adaptive)} (adapts on its own, not on the envelope)"
-    return Chart("Output throughput, every configuration", [env, *series], ylabel="tokens/s", spans=spans,
+    return Chart(f"{capitalised(label)}, every configuration", [env, *series],
+                 ylabel=ylabel, spans=spans,
                  vlines=lines, yzero=True, note=note, span_key="switch interval")
 
 
-def delta_chart(res: dict, a: dict | None, label: str = "output throughput") -> Chart:
-    if not a:
-        return Chart(f"Δ {label}, speculation vs baseline", [], empty="no stage measured by both targets")
-    comps = [c for c in a["comparisons"] if c["delta"] is not None]
-    cs = [c["concurrency"] for c in comps]
-    ys = [c["delta"] * 100 for c in comps]
-    lo = [c["ci_low"] * 100 if c["ci_low"] is not None else None for c in comps]
-    hi = [c["ci_high"] * 100 if c["ci_high"] is not None else None for c in comps]
-    tips = [f"C={c['concurrency']}: Δ {c['delta'] * 100:+.1f} %"
-            + (f" [{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]" if c["ci_low"] is not None else "")
-            + f" → {winner_word(c)}" for c in comps]
+def delta_chart(a: MetricAnalysis | None, label: str = "output throughput") -> Chart:
+    """Δ of ``label`` per compared stage with its interval (a chart with no data where nothing was compared)."""
+    comps = [c for c in (a.comparisons if a else []) if c.delta is not None]
+    if a is None or not comps:
+        return Chart(f"Δ {label}, speculation vs baseline", [], empty="no stage compared")
+    cs = [c.concurrency for c in comps]
+    ys = [c.delta * 100 for c in comps]
+    lo = [c.ci_low * 100 if c.ci_low is not None else None for c in comps]
+    hi = [c.ci_high * 100 if c.ci_high is not None else None for c in comps]
+    tips = [f"C={c.concurrency}: Δ {c.delta * 100:+.1f} %"
+            + (f" [{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]" if c.ci_low is not None and c.ci_high is not None
+               else "")
+            + f" → {winner(c)}" for c in comps]
     spans, lines = _crossover_marks(a)
     s = Series("Δ % (spec − baseline) / baseline", cs, ys, "#334155", band=(lo, hi), tips=tips)
     return Chart(f"Δ {label}, speculation vs baseline", [s], ylabel="Δ %", ysuffix="%", hline=0.0, spans=spans,
-                 vlines=lines, note=f"{a['confidence'] * 100:g} % interval per stage; above 0: speculation better"
-                 if a["higher_is_better"] else f"{a['confidence'] * 100:g} % interval per stage; below 0: speculation better")
+                 vlines=lines, note=f"{a.confidence * 100:g} % interval per stage; above 0: speculation better"
+                 if a.higher_is_better else f"{a.confidence * 100:g} % interval per stage; below 0: speculation better")
 
 
-def latency_chart(res: dict, per_target: dict[str, dict[int, Slice]], metric: str, name: str) -> Chart:
+def latency_chart(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]], metric: str, name: str) -> Chart:
     series = []
-    for label, color in colours_of(res).items():
+    for label, color in colours_of(ra).items():
         st = per_target.get(label, {})
         cs = sorted(st)
         for p, dash in (("p50", False), ("p99", True)):
@@ -177,12 +200,15 @@ def latency_chart(res: dict, per_target: dict[str, dict[int, Slice]], metric: st
                  note="solid: p50, dashed: p99", empty=f"no {name} samples")
 
 
-def acceptance_chart(res: dict, per_target: dict[str, dict[int, Slice]]) -> Chart:
+def acceptance_chart(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]]) -> Chart:
     """Each candidate's accept length (where its server reports one), then every configuration's tokens per
-    chunk, the candidates first and the reference last."""
+    chunk, the candidates first and the reference last. With no drafts to show (no candidate's accept length,
+    and no candidate streaming more than one token per chunk) it is a chart with no data: not shown."""
     series = []
-    colours = colours_of(res)
-    order = [x for x in colours if x != res["baseline"]] + [res["baseline"]]
+    colours = colours_of(ra)
+    order = [x for x in colours if x != ra.baseline] + [ra.baseline]
+    if not _drafts(per_target, order[:-1]):
+        return Chart("Accept length and tokens per chunk", [], empty="no drafts")
     measured = False
     for label in order[:-1]:
         spec = per_target.get(label, {})
@@ -209,14 +235,23 @@ def acceptance_chart(res: dict, per_target: dict[str, dict[int, Slice]]) -> Char
     return Chart("Accept length and tokens per chunk", series, ylabel="tokens", yzero=True, note=note)
 
 
+def _drafts(per_target: dict[str, dict[int, Slice]], candidates: list[str]) -> bool:
+    """Whether a candidate shows drafts: a server-reported accept length, or chunks of more than one token."""
+    for label in candidates:
+        for sl in per_target.get(label, {}).values():
+            if sl.get("accept_length", "mean") is not None or (sl.get("tokens_per_chunk", "mean") or 1.0) > 1.0:
+                return True
+    return False
+
+
 NINES = [(0.0, "p0"), (0.30103, "p50"), (1.0, "p90"), (2.0, "p99"), (3.0, "p99.9"), (4.0, "p99.99"), (5.0, "p99.999")]
 
 
-def hdr_chart(res: dict, per_target: dict[str, dict[int, Slice]], c: int, metric: str, name: str) -> Chart:
+def hdr_chart(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]], c: int, metric: str, name: str) -> Chart:
     series = []
     m = HIST_METRICS[metric]
     top = 0.0
-    for label, color in colours_of(res).items():
+    for label, color in colours_of(ra).items():
         sl = per_target.get(label, {}).get(c)
         if sl is None:
             continue
@@ -241,7 +276,9 @@ def _pct(x: float) -> str:
 
 def figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300, after: str = "") -> str:
     """The chart as the page shows it: caption, note, legend and the inline SVG (then ``after``, e.g. a strip
-    drawn on the same axis)."""
+    drawn on the same axis); "" for a chart with no data (its PNG still says so)."""
+    if not chart.has_data():
+        return ""
     dashed = ' stroke-dasharray="4 3"'
     legend = "".join(
         f'<span class="key"><svg width="22" height="10"><line x1="1" x2="21" y1="5" y2="5" stroke="{col}" '
@@ -259,13 +296,15 @@ def figure(chart: Chart, cls: str = "", width: int = 560, height: int = 300, aft
 
 
 def write_pngs(out_dir: Path, charts: dict[str, list[Chart]]) -> list[Path]:
-    """Two PNGs per workload: throughput (+ Δ) and latency (+ acceptance)."""
+    """Two PNGs per workload: the deciding metric (+ its Δ) and latency (+ acceptance)."""
     from loadgen.report.charts import png
 
     paths = []
     for wl, (thr, dlt, ttft, itl, acc) in charts.items():
         name = slug(wl)
-        paths.append(png([thr, dlt], out_dir / "plots" / f"{name}-throughput.png", title=f"{wl}: output throughput"))
+        # the deciding metric's pair (output throughput, or goodput with SLOs), under the file name it always had
+        paths.append(png([thr, dlt], out_dir / "plots" / f"{name}-throughput.png",
+                         title=f"{wl}: {thr.title[:1].lower()}{thr.title[1:]}"))
         paths.append(png([ttft, itl, acc], out_dir / "plots" / f"{name}-latency.png",
                          title=f"{wl}: latency and acceptance"))
     return paths

@@ -8,11 +8,18 @@ offline — and ``out_dir/plots/WORKLOAD-throughput.png`` and
 ``WORKLOAD-latency.png`` for CI artifacts. docs/report.md says how to read it. An open-loop
 run (stages with a ``rate``, or a ``rates.json``) gets its page from ``rates.py`` instead.
 
-This module assembles the page (:func:`build`: the header, the verdict, the flags card,
-one section per workload with what its servers ran (``serverview``), the run card, in
-``templates/page.html``) and writes it (:func:`render`). The pieces come from, in pipeline order: ``inputs`` (stages checked and
-pooled, the analysis read or made), ``words`` (verdicts as sentences), ``figures`` (the
-charts), ``htmltables`` (the tables), ``sections`` (one workload), ``cards`` (run-wide cards).
+The analysis is read typed: crossover.json (or the dict a caller hands in) becomes a
+:class:`~loadgen.analysis.compare.RunAnalysis` once, in :func:`render`, and every piece below
+reads its attributes. The page follows the terminal's order (loadgen/cli/crossover.py): the
+decision first (the top card: per workload the deciding metric's finding — output throughput, or
+goodput with SLOs, ``RunAnalysis.decides`` — with its chip; then the flags), then one section per
+workload (decision, why, and the detail collapsed: ``sections.py``), then the run card.
+
+This module assembles the page (:func:`build`, template ``templates/page.html``) and writes it
+(:func:`render`). The pieces come from, in pipeline order: ``inputs`` (stages checked and pooled,
+the analysis read or made), ``words`` (verdicts as sentences), ``figures`` (the charts),
+``htmltables`` (the tables), ``sections`` (one workload), ``serverview`` (what its servers ran),
+``cards`` (run-wide cards).
 """
 
 from __future__ import annotations
@@ -23,20 +30,21 @@ from html import escape
 from pathlib import Path
 
 from loadgen import __version__
+from loadgen.analysis.compare import RunAnalysis
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
-from loadgen.report.cards import facts_line, flags_card, run_card, wall_time
+from loadgen.report.cards import facts_line, flags_card, run_card_of, wall_time
 from loadgen.report.charts import Chart
 from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
-from loadgen.report.inputs import analysis, slices, usable
+from loadgen.report.inputs import analysis, slices, typed, usable
 from loadgen.report.palette import labels_of
 from loadgen.report.rates import is_rate_folder
 from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
 from loadgen.report.templates import read
-from loadgen.report.words import headline, sglang_hint, top_sentence
+from loadgen.report.words import adaptive_hint, headline, metric_label, top_sentence
 from loadgen.run.results import load
 
 __all__ = ["Page", "build", "render"]
@@ -49,20 +57,22 @@ class Page:
     """workload → the charts that also become PNGs."""
 
 
-def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "") -> Page:
+def build(doc: dict, ra: RunAnalysis, dropped: list[str] | None = None, title: str = "") -> Page:
     """The page of an analysed run (``dropped``: the lines of stages :func:`usable` left out)."""
     run = doc.get("run", {})
     sl = slices(doc)
-    wls = [w for w in res["workloads"] if w != "all"] + (["all"] if "all" in res["workloads"] else [])
-    view = server_view(doc, res)
-    labels = labels_of(res)
-    sections = [workload_section(res, wl, sl.get(wl, {}), server_html(view, wl, labels), view) for wl in wls]
-    items = headline(res)
+    wls = [w for w in ra.workloads if w != "all"] + (["all"] if "all" in ra.workloads else [])
+    # the servers' figures per stage, and the deciding metric's crossovers on their running batch
+    # (analysis/serverview.py reads the analysis as crossover.json's dict)
+    view = server_view(doc, ra.to_dict(), ra.decides)
+    labels = labels_of(ra)
+    sections = [workload_section(ra, wl, sl.get(wl, {}), server_html(view, wl, labels), view) for wl in wls]
+    items = headline(ra)
     lines = "<ul>" + "".join(f'<li>{chip(kind)} <b>{escape(wl)}</b>: {escape(text)}</li>'
                              for wl, text, kind in items) + "</ul>" if len(items) > 1 else ""
     # three or more configurations: the switches' running batch is in each workload's policy table instead
-    hint = None if res.get("configs") else sglang_hint(doc, res, view=view)
-    top = escape(top_sentence(res))
+    hint = None if ra.configs else adaptive_hint(doc, view)
+    top = escape(top_sentence(ra))
     if len(items) == 1:
         top = f"{chip(items[0][2])} " + top
     started = run.get("started_unix")
@@ -73,29 +83,29 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         heading=escape(title or "loadgen report"),
         sub=escape(" · ".join(x for x in (when, wall_time(run), f"{len(doc['stages'])} stages",
                                            f"loadgen {run.get('loadgen_version', __version__)}") if x)),
-        top=top,
-        lines=lines, hint=f'<p class="hint">{escape(hint)}</p>' if hint else "", conf=f"{res['confidence'] * 100:g}",
-        nav="".join(s.nav for s in sections), flags=flags_card(sl, res, dropped or [], run),
-        facts=escape(facts_line(doc, res)), meta=run_card(doc, res), sections="".join("\n" + s.html for s in sections),
+        top=top, decides=escape(metric_label(ra, ra.decides)),
+        lines=lines, hint=f'<p class="hint">{escape(hint)}</p>' if hint else "", conf=f"{ra.confidence * 100:g}",
+        nav="".join(s.nav for s in sections), flags=flags_card(sl, ra, dropped or [], run),
+        facts=escape(facts_line(doc, ra)), meta=run_card_of(doc, ra), sections="".join("\n" + s.html for s in sections),
         generated=escape(f"report by loadgen {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"),
     )
     return Page(html, {wl: s.charts for wl, s in zip(wls, sections)})
 
 
-def render(out_dir: str | Path, *, doc: dict | None = None, res: dict | None = None, png: bool = True,
+def render(out_dir: str | Path, *, doc: dict | None = None, res: dict | RunAnalysis | None = None, png: bool = True,
            title: str = "") -> Path:
-    """Write ``out_dir/report.html`` (and ``out_dir/plots/*.png`` unless ``png`` is False); return its path."""
+    """Write ``out_dir/report.html`` (and ``out_dir/plots/*.png`` unless ``png`` is False); return its path.
+    ``res``: the analysis when the caller has it (crossover.json's dict or a RunAnalysis; an open loop's
+    rates.json dict), else it is read or made (:func:`loadgen.report.inputs.analysis`)."""
     out = Path(out_dir)
     if doc is None:
         doc = load(out / "run.json")
     doc, dropped = usable(doc)
     if not doc["stages"]:
         raise LoadgenError(f"{out / 'run.json'}: no finished stage to report")
-    if is_rate_folder(out, doc) or (res or {}).get("axis") == "rate":  # an open loop: its page is rates.py's
-        return rate_page(out, doc, res if (res or {}).get("axis") == "rate" else None, dropped, png=png, title=title)
-    if res is None:
-        res = analysis(out, doc)
-    page = build(doc, res, dropped, title or f"loadgen report: {out.resolve().name}")
+    rate_res = isinstance(res, dict) and res.get("axis") == "rate"
+    if is_rate_folder(out, doc) or rate_res:  # an open loop: its page is rates.py's
+        return rate_page(out, doc, res if rate_res else None, dropped, png=png, title=title)
+    ra = typed(res if res is not None else analysis(out, doc))
+    page = build(doc, ra, dropped, title or f"loadgen report: {out.resolve().name}")
     return write_page(out, page.html, page.charts, png)
-
-

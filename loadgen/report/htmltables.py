@@ -1,21 +1,23 @@
 """The page's tables, as HTML: a metric's crossover table, the who-wins matrix, every stage's figures.
 
-In: ``crossover.json``'s dict (``res``), one workload's metrics (name → analysed metric) and
-its slices (target → C → Slice). Out: HTML fragments — :func:`comparison_table` (per C:
-means, Δ, interval, a forest bar, the winner, flag badges; then the crossovers),
-:func:`verdict_matrix` (metric × C), :func:`stage_table` (health and figures of every
-stage) — and :func:`chip` (a verdict kind's coloured label). The terminal's plain-text
-stage table is ``table.py``.
+In: the run's analysis (:class:`~loadgen.analysis.compare.RunAnalysis`, ``ra``), a workload's metrics
+(name → :class:`~loadgen.analysis.compare.MetricResult`), its stages not compared (C → why) and its slices
+(target → C → Slice). Out: HTML fragments — :func:`comparison_table` (per C: means, Δ, interval, a forest
+bar, the winner, flag badges; a stage not compared marked with why; then the crossovers),
+:func:`verdict_matrix` (metric × C), :func:`stage_table` (health and figures of every stage) — and
+:func:`chip` (a verdict kind's coloured label). The terminal's plain-text stage table is ``table.py``.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from loadgen.analysis.compare import MetricResult, RunAnalysis
+from loadgen.analysis.crossover import StageComparison
 from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR, TIE_COLOUR
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import labels_of, palette, swatch
-from loadgen.report.words import KIND_CHIP, fmt_c, winner_word
+from loadgen.report.words import KIND_CHIP, fmt_c, winner
 
 
 def chip(kind: str) -> str:
@@ -27,20 +29,20 @@ def chip(kind: str) -> str:
 VERDICT_CLS = {"spec": "v-spec", "baseline": "v-base", "tie": "v-tie"}
 
 
-def _forest(c: dict, scale: float) -> str:
+def _forest(c: StageComparison, scale: float) -> str:
     """A tiny interval bar: the Δ and its interval around zero."""
-    if c["ci_low"] is None or c["delta"] is None:
+    if c.ci_low is None or c.ci_high is None or c.delta is None:
         return ""
     w, h = 120, 14
 
     def X(v):
         return w / 2 + max(-1.0, min(1.0, v / scale)) * (w / 2 - 3)
 
-    col = {"spec": SPEC_COLOUR, "baseline": BASELINE_COLOUR}.get(c["verdict"], TIE_COLOUR)
+    col = {"spec": SPEC_COLOUR, "baseline": BASELINE_COLOUR}.get(c.verdict, TIE_COLOUR)
     return (f'<svg class="forest" width="{w}" height="{h}"><line x1="{w / 2}" x2="{w / 2}" y1="0" y2="{h}" '
-            f'stroke="#98a2b3" stroke-width="1"/><line x1="{X(c["ci_low"]):.1f}" x2="{X(c["ci_high"]):.1f}" y1="7" '
+            f'stroke="#98a2b3" stroke-width="1"/><line x1="{X(c.ci_low):.1f}" x2="{X(c.ci_high):.1f}" y1="7" '
             f'y2="7" stroke="{col}" stroke-width="4" stroke-linecap="round" stroke-opacity="0.55"/>'
-            f'<circle cx="{X(c["delta"]):.1f}" cy="7" r="3.2" fill="{col}"/></svg>')
+            f'<circle cx="{X(c.delta):.1f}" cy="7" r="3.2" fill="{col}"/></svg>')
 
 
 def _flag_badges(items: list[tuple[str, str, str]]) -> str:
@@ -60,43 +62,52 @@ def _flag_badges(items: list[tuple[str, str, str]]) -> str:
     return " ".join(out)
 
 
-def comparison_table(res: dict, per_metric: dict, metric: str, per_target: dict[str, dict[int, Slice]]) -> str:
-    m = per_metric[metric]
-    a = m["analysis"]
-    unit = m["unit"]
-    comps = a["comparisons"]
-    scale = max([abs(v) for c in comps for v in (c["ci_low"], c["ci_high"]) if v is not None] + [0.05])
+def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dict[int, Slice]],
+                     missing: dict[int, str] | None = None) -> str:
+    """A metric's table: per compared C the means, Δ, interval, a forest bar, the winner and the stages' flags;
+    a C in ``missing`` (not compared: the workload's coverage) as a row that says so and why; then the
+    crossovers and the unconfirmed flips."""
+    a = m.analysis
+    unit = m.unit
+    comps = a.comparisons
+    scale = max([abs(v) for c in comps for v in (c.ci_low, c.ci_high) if v is not None] + [0.05])
     nd = 1 if unit in ("tok/s", "ms") else 3
-    rows = []
+    rows: dict[int, str] = {}
     for c in comps:
-        cc = c["concurrency"]
-        d, lo, hi = c["delta"], c["ci_low"], c["ci_high"]
+        cc = c.concurrency
+        d, lo, hi = c.delta, c.ci_low, c.ci_high
         flags = []
-        for label in (res["baseline"], res["spec"]):
+        for label in (ra.baseline, ra.spec):
             sl = per_target.get(label, {}).get(cc)
             if sl:
                 flags += [(k, label, t) for k, t in sl.flags]
-        winner = {"spec": res["spec"], "baseline": res["baseline"]}.get(c["verdict"], winner_word(c))
-        note = f' title="{escape(c["note"])}"' if c.get("note") else ""
-        rows.append(
-            f'<tr><td class="num">{cc}</td><td class="num">{c["mean_baseline"]:.{nd}f}</td>'
-            f'<td class="num">{c["mean_spec"]:.{nd}f}</td>'
+        who = {"spec": ra.spec, "baseline": ra.baseline}.get(c.verdict, winner(c))
+        note = f' title="{escape(c.note)}"' if c.note else ""
+        rows[cc] = (
+            f'<tr><td class="num">{cc}</td><td class="num">{c.mean_baseline:.{nd}f}</td>'
+            f'<td class="num">{c.mean_spec:.{nd}f}</td>'
             f'<td class="num">{"–" if d is None else f"{d * 100:+.1f}"}</td>'
-            f'<td class="num"{note}>{"–" if lo is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]"}</td>'
-            f'<td>{_forest(c, scale)}</td><td class="{VERDICT_CLS.get(c["verdict"], "v-tie")}">{escape(winner)}</td>'
+            f'<td class="num"{note}>{"–" if lo is None or hi is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]"}</td>'
+            f'<td>{_forest(c, scale)}</td><td class="{VERDICT_CLS.get(c.verdict, "v-tie")}">{escape(who)}</td>'
             f'<td class="flags">{_flag_badges(flags)}</td></tr>')
+    for cc, why in (missing or {}).items():
+        if cc not in rows:
+            rows[cc] = (f'<tr class="notcompared"><td class="num">{cc}</td>' + '<td class="num">–</td>' * 4
+                        + f'<td></td><td class="v-none">not compared</td><td class="why">{escape(why)}</td></tr>')
     xo = ""
-    for x in a["crossovers"]:
-        arrow = "speculation stops paying off" if x["direction"] == "spec_to_baseline" else "speculation starts paying off"
-        xo += (f'<div class="xo">crossover at <b>C≈{fmt_c(x["estimate"])}</b> ({a["confidence"] * 100:g} % interval '
-               f'{fmt_c(x["ci_low"])}–{fmt_c(x["ci_high"])}), between measured C={x["low_c"]} and C={x["high_c"]}: {arrow}</div>')
-    for x in a.get("candidates", []):
-        xo += (f'<div class="xo cand">unconfirmed flip near C≈{fmt_c(x["estimate"])} (significant stage by stage, '
+    for x in a.crossovers:
+        arrow = "speculation stops paying off" if x.direction == "spec_to_baseline" else "speculation starts paying off"
+        xo += (f'<div class="xo">crossover at <b>C≈{fmt_c(x.estimate)}</b> ({a.confidence * 100:g} % interval '
+               f'{fmt_c(x.ci_low)}–{fmt_c(x.ci_high)}), between measured C={x.low_c} and C={x.high_c}: {arrow}</div>')
+    for x in a.candidates:
+        xo += (f'<div class="xo cand">unconfirmed flip near C≈{fmt_c(x.estimate)} (significant stage by stage, '
                f'not across the whole ladder)</div>')
-    return (f'<table class="cmp"><thead><tr><th>C</th><th>{escape(res["baseline"])}</th><th>{escape(res["spec"])}</th>'
-            f'<th>Δ %</th><th>{a["confidence"] * 100:g} % interval</th><th></th><th>winner</th><th>flags</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table><div class="unit">{escape(m["label"])} in {escape(unit)}; '
-            f'Δ = (spec − baseline) / baseline{"" if a["higher_is_better"] else "; lower is better"}</div>{xo}')
+    return (f'<table class="cmp"><thead><tr><th>C</th><th>{escape(ra.baseline)}</th><th>{escape(ra.spec)}</th>'
+            f'<th>Δ %</th><th>{a.confidence * 100:g} % interval</th><th></th><th>winner</th><th>flags</th></tr>'
+            '</thead>'
+            f'<tbody>{"".join(rows[c] for c in sorted(rows))}</tbody></table><div class="unit">{escape(m.label)} in '
+            f'{escape(unit)}; Δ = (spec − baseline) / baseline{"" if a.higher_is_better else "; lower is better"}'
+            f'</div>{xo}')
 
 
 def _pct_short(delta: float) -> str:
@@ -106,30 +117,37 @@ def _pct_short(delta: float) -> str:
     return f"{delta * 100:+.0f}%"
 
 
-def verdict_matrix(res: dict, per_metric: dict) -> str:
-    cs = sorted({c["concurrency"] for m in per_metric.values() for c in m["analysis"]["comparisons"]})
+def verdict_matrix(ra: RunAnalysis, per_metric: dict[str, MetricResult]) -> str:
+    """Every metric against every compared C: the Δ, coloured by who is better there ("" without a metric)."""
+    cs = sorted({c.concurrency for m in per_metric.values() for c in m.analysis.comparisons})
+    if not cs:
+        return ""
     head = "".join(f"<th>C={c}</th>" for c in cs)
     rows = []
-    for name, m in per_metric.items():
-        by_c = {c["concurrency"]: c for c in m["analysis"]["comparisons"]}
+    for m in per_metric.values():
+        by_c = {c.concurrency: c for c in m.analysis.comparisons}
         cells = []
         for c in cs:
             x = by_c.get(c)
             if x is None:
                 cells.append('<td class="m-none">·</td>')
                 continue
-            d = "–" if x["delta"] is None else _pct_short(x["delta"])
-            tip = f"{m['label']} at C={c}: {winner_word(x)}"
-            if x["ci_low"] is not None:
-                tip += f", Δ {x['delta'] * 100:+.1f} % [{x['ci_low'] * 100:+.1f}, {x['ci_high'] * 100:+.1f}]"
-            cells.append(f'<td class="m-{x["verdict"]}" title="{escape(tip)}">{d}</td>')
-        rows.append(f'<tr><th class="mname">{escape(m["label"])}</th>{"".join(cells)}</tr>')
+            d = "–" if x.delta is None else _pct_short(x.delta)
+            tip = f"{m.label} at C={c}: {winner(x)}"
+            if x.ci_low is not None and x.ci_high is not None and x.delta is not None:
+                tip += f", Δ {x.delta * 100:+.1f} % [{x.ci_low * 100:+.1f}, {x.ci_high * 100:+.1f}]"
+            cells.append(f'<td class="m-{x.verdict}" title="{escape(tip)}">{d}</td>')
+        rows.append(f'<tr><th class="mname">{escape(m.label)}</th>{"".join(cells)}</tr>')
     return (f'<table class="matrix"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             f'<div class="unit">cell: Δ of speculation vs baseline; orange: speculation better, blue: baseline better, '
-            f'grey: tie at the {res["confidence"] * 100:g} % level (per stage)</div>')
+            f'grey: tie at the {ra.confidence * 100:g} % level (per stage)</div>')
 
 
-def stage_table(res: dict, per_target: dict[str, dict[int, Slice]]) -> str:
+def stage_table(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]]) -> str:
+    """Every stage of every configuration: requests, throughput, latency percentiles, acceptance, health ("" for
+    none)."""
+    if not any(per_target.values()):
+        return ""
     head = ["target", "C", "ok", "failed", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p50",
             "E2E p50", "tok/chunk", "accept len", "accept rate", "tokens", "client"]
     rows = []
@@ -137,7 +155,7 @@ def stage_table(res: dict, per_target: dict[str, dict[int, Slice]]) -> str:
     def f(v, nd=2):
         return "–" if v is None else f"{v:.{nd}f}"
 
-    labels = labels_of(res)
+    labels = labels_of(ra)
     colours = palette(labels) if len(labels) > 2 else {}  # three or more: each row with its colour
     for label in labels:
         name = swatch(colours[label], label) if colours else escape(label)

@@ -3,24 +3,32 @@
 In: a run document (``run.json``, schema ``loadgen.run/1``) and its results folder.
 Out: :func:`usable` (the document without malformed stages, and why each was left out),
 :func:`analysis` (``crossover.json``: reused when fresh, else computed with
-:func:`loadgen.analysis.compare.analyze_run` and written), :func:`slices`
+:func:`loadgen.analysis.compare.analyze_run` and written; the terminal reads it as this dict),
+:func:`typed` (that dict as the :class:`~loadgen.analysis.compare.RunAnalysis` the page reads), :func:`slices`
 (workload → target → C → :class:`Slice`, repeated stages pooled, each with its flags),
 and :func:`servers` / :func:`max_running` (what the servers said about themselves).
-Everything later in the report reads these, never the raw stage dicts' layout again.
+Everything later in the report reads these, never the raw stage dicts' layout again: the page reads the
+analysis typed (converted once, here), the stages as :class:`Slice` (their figures stay run.json's dicts:
+the measurement's JSON edge).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from loadgen import redact
 from loadgen.errors import LoadgenError
 
+if TYPE_CHECKING:
+    from loadgen.analysis.compare import RunAnalysis
+
 PRIMARY = "output_tokens_per_s"
-"""The metric the page's verdict, headline and throughput chart are about."""
+"""Output throughput: the stage table's tok/s, and the metric that decides without SLOs (the analysis's
+``decides`` says which one does in a run)."""
 
 
 def stage_problem(s) -> str | None:
@@ -78,6 +86,13 @@ def analysis(out_dir: Path, doc: dict, *, confidence: float | None = None, force
     return res
 
 
+def typed(res) -> "RunAnalysis":
+    """An analysis as the page reads it: crossover.json's dict converted once (a RunAnalysis is passed through)."""
+    from loadgen.analysis.compare import RunAnalysis
+
+    return res if isinstance(res, RunAnalysis) else RunAnalysis.from_dict(res)
+
+
 def servers(doc: dict) -> dict[str, dict]:
     """label → what the server said about itself (crossover runs: run.servers; single runs: targets[].server)."""
     run = doc.get("run", {})
@@ -119,6 +134,20 @@ class Slice:
                 return None
             v = v.get(key)
         return float(v) if isinstance(v, (int, float)) else None
+
+    def bins(self, metric: str) -> list[float]:
+        """``metric``'s value over each time bin of the stage windows pooled here (the samples its comparison
+        rests on: loadgen.analysis.compare.CrossoverMetric.samples); [] for a metric with no per-bin form."""
+        if metric == PRIMARY:
+            return self.rate_bins
+        from loadgen.analysis.compare import BY_NAME
+
+        m = BY_NAME.get(metric)
+        if m is None:
+            return []
+        tls = [s.get("timeline") if self.workload == "all" else (s.get("workloads") or {}).get(self.workload, {})
+               .get("timeline") for s in self.stages]
+        return [v for tl in tls if tl for v in m.samples(tl)]
 
     @property
     def severity(self) -> str:

@@ -1,6 +1,6 @@
 """One colour per configuration, the same in every chart, table and card of a report.
 
-In: a run's labels in its order (the reference first, then the candidates: crossover.json's
+In: a run's labels in its order (the reference first, then the candidates: the analysis's
 ``targets``, or ``baseline`` and ``spec`` for a run from before it had them). Out: label → colour
 (:func:`palette`, :func:`colours_of`) and a label's little coloured square for HTML (:func:`swatch`).
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from html import escape
 
+from loadgen.analysis.compare import RunAnalysis
 from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR
 
 MORE_COLOURS = ("#2a9d5c", "#c2378f", "#1f9bb0", "#8c5a2b", "#6b7d12", "#5b5fd6", "#b8860b", "#3d5a40")
@@ -31,18 +32,18 @@ def palette(labels: list[str]) -> dict[str, str]:
     return out
 
 
-def labels_of(res: dict) -> list[str]:
-    """Every configuration of an analysis (crossover.json's dict), the reference first."""
-    labels = list(res.get("targets") or [])
-    for x in (res["baseline"], res["spec"]):
+def labels_of(ra: RunAnalysis) -> list[str]:
+    """Every configuration of an analysis, the reference first."""
+    labels = list(ra.targets)
+    for x in (ra.baseline, ra.spec):
         if x not in labels:
             labels.append(x)
     return labels
 
 
-def colours_of(res: dict) -> dict[str, str]:
-    """The palette of an analysis (crossover.json's dict)."""
-    return palette(labels_of(res))
+def colours_of(ra: RunAnalysis) -> dict[str, str]:
+    """The palette of an analysis."""
+    return palette(labels_of(ra))
 
 
 def swatch(colour: str, label: str = "") -> str:

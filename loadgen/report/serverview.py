@@ -10,7 +10,8 @@ per-stage ``server`` blocks and crossover.json) and a workload's name. Out: an H
   k-th token was accepted) per C;
 - the adaptive-speculation threshold from the measured running batch (words.threshold_sentence).
 
-A target whose server had no readable /metrics gets one line saying why, no table and no figure.
+A target whose server had no readable /metrics gets one line saying why, no table and no figure; a workload
+where no stage of any target had server figures gets no part at all ("").
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ def server_html(view: ServerView, wl: str, labels: list[str] | None = None) -> s
     the reference first (default: the view's two)."""
     per = view.rows.get(wl, {})
     labels = list(labels or (view.baseline, view.spec))
+    if not any(r.available for label in labels for r in per.get(label, [])):
+        return ""  # no stage of this workload had server figures: nothing to show
     unavailable = dict(view.unavailable)
     for label in labels:  # the view says why only for its two; the rows say it for the others
         rows = [r for p in view.rows.values() for r in p.get(label, [])]

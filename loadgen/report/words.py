@@ -1,18 +1,27 @@
 """The verdicts in words: what the page (and the terminal summary) says about an analysis.
 
-In: ``crossover.json``'s dict (``res``) and, for the SGLang hint, the run document.
-Out: one-word kinds (:func:`kind_of`, :data:`KIND_CHIP` names their chips), the short
-per-workload sentences (:func:`headline`), the page's one-line answer (:func:`top_sentence`),
-a stage's winner (:func:`winner_word`), the adaptive threshold in measured running-batch terms
-(:func:`sglang_hint`, any engine; :func:`threshold_sentence` per workload),
+In: the run's typed analysis (:class:`~loadgen.analysis.compare.RunAnalysis`, ``ra``: its metrics'
+:class:`~loadgen.analysis.compare.MetricResult`, its coverage, ``decides``) and, for the adaptive
+threshold, the run document and its :class:`~loadgen.analysis.serverview.ServerView`.
+Out: one-word kinds (:func:`kind_of`, :data:`KIND_CHIP` names their chips), the rule that picks the
+metrics said beside the decision (:func:`leans_against`), the per-workload decisions (:func:`headline`),
+the page's one-line answer (:func:`top_sentence`), a stage's winner (:func:`winner`), the adaptive threshold
+in measured running-batch terms (:func:`adaptive_hint`, any engine; :func:`threshold_sentence` per workload),
 and the small text helpers the HTML pieces share (:func:`fmt_c`, :func:`slug`, …).
 Plain text only: escaping is left to whoever puts it in HTML.
+
+The dict forms :func:`winner_word` and :func:`sglang_hint` are the terminal's (loadgen/cli reads
+crossover.json as dicts); :func:`verdict_kind` is the open-loop page's (rates.py). Each is a thin edge over
+the typed rule, never a second copy of it.
 """
 
 from __future__ import annotations
 
 import re
 
+from loadgen.analysis.compare import BY_NAME, MetricResult, RunAnalysis
+from loadgen.analysis.configs import ConfigsResult
+from loadgen.analysis.crossover import MetricAnalysis, StageComparison
 from loadgen.report.inputs import PRIMARY, max_running, servers
 
 
@@ -38,23 +47,33 @@ def first_sentence(text: str) -> str:
     return text[: m.start() + 1] if m else text
 
 
-def verdict_kind(a: dict) -> str:
-    """One word for a metric's outcome: cross, spec, baseline, tie or mixed."""
-    if a["crossovers"]:
+def _kind(crossed: bool, verdicts: set[str], wide: bool) -> str:
+    """One word for a metric's outcome from its stage verdicts: cross, spec, baseline, tie, inconclusive, …"""
+    if crossed:
         return "cross"
-    vs = {c["verdict"] for c in a["comparisons"]}
-    if vs == {"spec"}:
+    if verdicts == {"spec"}:
         return "spec"
-    if vs == {"baseline"}:
+    if verdicts == {"baseline"}:
         return "baseline"
-    if vs <= {"tie"}:
+    if verdicts <= {"tie"}:
         # a tie too wide to call (crossover.py §3) is not "no difference"
-        return "inconclusive" if any(c.get("wide") for c in a["comparisons"]) else "tie"
-    if "spec" in vs and "baseline" not in vs:
+        return "inconclusive" if wide else "tie"
+    if "spec" in verdicts and "baseline" not in verdicts:
         return "spec-some"
-    if "baseline" in vs and "spec" not in vs:
+    if "baseline" in verdicts and "spec" not in verdicts:
         return "baseline-some"
     return "mixed"
+
+
+def analysis_kind(a: MetricAnalysis) -> str:
+    """One word for a metric's outcome: cross, spec, baseline, tie, inconclusive, spec-some, baseline-some, mixed."""
+    return _kind(bool(a.crossovers), {c.verdict for c in a.comparisons}, any(c.wide for c in a.comparisons))
+
+
+def verdict_kind(a: dict) -> str:
+    """:func:`analysis_kind` of an analysis as a dict (the open-loop page's rates.json)."""
+    comps = a["comparisons"]
+    return _kind(bool(a["crossovers"]), {c["verdict"] for c in comps}, any(c.get("wide") for c in comps))
 
 
 KIND_CHIP = {"cross": ("crossover", "chip-cross"), "spec": ("speculation wins", "chip-spec"),
@@ -65,64 +84,88 @@ KIND_CHIP = {"cross": ("crossover", "chip-cross"), "spec": ("speculation wins", 
              "policy": ("switches configuration", "chip-cross"), "one best": ("one best everywhere", "chip-base")}
 
 
-def configs_kind(r: dict | None) -> str:
+def configs_kind(r: ConfigsResult | None) -> str:
     """One word for a metric over three or more configurations: policy (its best changes along C), one best,
     tie (one step of configurations not told apart) or not compared."""
-    if not r or not r.get("policy"):
+    if r is None or not r.policy:
         return "not compared"
-    if len(r["policy"]) > 1:
+    if len(r.policy) > 1:
         return "policy"
-    return "one best" if len(r["policy"][0]["labels"]) == 1 else "tie"
+    return "one best" if len(r.policy[0].labels) == 1 else "tie"
 
 
-def kind_of(m: dict | None) -> str:
-    """A metric entry's verdict kind (crossover.json from before "verdict": from its comparisons)."""
-    if not m:
+def kind_of(m: MetricResult | None) -> str:
+    """A metric's verdict kind ("not compared" for none; a file from before "verdict": from its comparisons)."""
+    if m is None or not m.analysis.comparisons:
         return "not compared"
-    return m.get("verdict") or verdict_kind(m["analysis"])
+    return m.verdict or analysis_kind(m.analysis)
 
 
-def short(m: dict) -> str:
-    """A metric's verdict for a summary line: its first sentence, then what it rests on (the caveat)."""
-    rec = m["recommendation"]
-    cav = m.get("caveat") or ""
-    body = rec[: len(rec) - len(cav)].rstrip() if cav and rec.endswith(cav) else rec
-    return " ".join(x for x in (first_sentence(without_metric(body)), cav) if x)
+def leans_against(kind: str, deciding: str) -> bool:
+    """Whether a metric of verdict ``kind`` says speculation costs something where the deciding metric (of verdict
+    ``deciding``) enables it: the baseline better somewhere, beside a speculation win or a crossover. Such a metric
+    is said beside the decision, as why it is not free; one that agrees, or that favours speculation where the
+    deciding metric does not, is a rival verdict and stays in the detail (the terminal: --verbose)."""
+    return deciding in ("spec", "spec-some", "cross") and kind in ("baseline", "baseline-some", "cross")
 
 
-def headline(res: dict, metric: str = PRIMARY) -> list[tuple[str, str, str]]:
-    """(workload, sentence, kind) per workload, from the primary metric's verdict (see :func:`short`).
+def finding(m: MetricResult) -> str:
+    """A metric's verdict without what it rests on (its caveat): the finding, or for a file from before it, the
+    recommendation with the caveat cut off."""
+    if m.finding:
+        return m.finding
+    rec, cav = m.recommendation, m.caveat
+    return rec[: len(rec) - len(cav)].rstrip() if cav and rec.endswith(cav) else rec
 
-    A workload never compared is listed as "not compared", with the sentence that says why.
-    """
+
+def metric_label(ra: RunAnalysis, metric: str) -> str:
+    """A metric's label ("output throughput", "goodput"): the analysis's, else the metric registry's."""
+    for per in ra.workloads.values():
+        if metric in per:
+            return per[metric].label
+    m = BY_NAME.get(metric)
+    return m.label if m else metric
+
+
+def not_compared_sentence(ra: RunAnalysis, wl: str) -> str:
+    """Why workload ``wl`` has no decision: its coverage's sentence, else that the deciding metric was not compared."""
+    cov = ra.coverage.get(wl)
+    if cov is not None and cov.recommendation:
+        return without_metric(cov.recommendation)
+    return f"not compared: no concurrency has {metric_label(ra, ra.decides)} measured by both targets."
+
+
+def headline(ra: RunAnalysis) -> list[tuple[str, str, str]]:
+    """(workload, sentence, kind) per workload: the deciding metric's finding and its kind (three or more
+    configurations: its policy). A workload where that metric was never compared is "not compared", with why."""
+    metric = ra.decides
     out = []
-    configs = res.get("configs") or {}
-    for wl, per in res["workloads"].items():
-        r = configs.get(wl, {}).get(metric)
-        if r:  # three or more configurations: the policy, not the reference against the first candidate
-            text = (res.get("policy") or {}).get(wl, {}).get(metric, "")
-            out.append((wl, without_metric(text), configs_kind(r)))
-        elif metric in per:
-            out.append((wl, short(per[metric]), kind_of(per[metric])))
-        elif (res.get("coverage") or {}).get(wl, {}).get("status") == "not compared":
-            out.append((wl, without_metric(res["coverage"][wl].get("recommendation", "not compared")), "not compared"))
-    order = {"policy": 0, "one best": 2, "cross": 0, "mixed": 1, "baseline": 2, "baseline-some": 2, "spec": 3, "spec-some": 3, "tie": 4,
-             "inconclusive": 4, "not compared": 5}
+    for wl, per in ra.workloads.items():
+        r = ra.configs.get(wl, {}).get(metric)
+        if r is not None:  # three or more configurations: the policy, not the reference against the first candidate
+            out.append((wl, without_metric(ra.policy.get(wl, {}).get(metric, "")), configs_kind(r)))
+        elif kind_of(per.get(metric)) != "not compared":
+            out.append((wl, without_metric(finding(per[metric])), kind_of(per[metric])))
+        else:
+            out.append((wl, not_compared_sentence(ra, wl), "not compared"))
+    order = {"policy": 0, "one best": 2, "cross": 0, "mixed": 1, "baseline": 2, "baseline-some": 2, "spec": 3,
+             "spec-some": 3, "tie": 4, "inconclusive": 4, "not compared": 5}
     return sorted(out, key=lambda t: (order.get(t[2], 5), t[0] == "all", t[0]))
 
 
-def top_sentence(res: dict) -> str:
-    """The one-line answer at the top of the page."""
-    items = headline(res)
+def top_sentence(ra: RunAnalysis) -> str:
+    """The one-line answer at the top of the page, about the deciding metric."""
+    items = headline(ra)
+    label = metric_label(ra, ra.decides)
     if not items:
         return "No concurrency was measured by both targets, so nothing can be compared."
     crossing = [(wl, t) for wl, t, k in items if k == "cross"]
     if len(items) == 1:
-        return capitalised(items[0][1])  # headline's short form: first sentence and what it rests on
-    if res.get("configs"):
-        n = len(res.get("targets") or [])
-        return (f"Output throughput over {n} configurations: which one to use where, per workload, is below."
-                if n else "Output throughput over the configurations: the policy per workload is below.")
+        return capitalised(items[0][1])
+    if ra.configs:
+        n = len(ra.targets)
+        return (f"{capitalised(label)} over {n} configurations: which one to use where, per workload, is below."
+                if n else f"{capitalised(label)} over the configurations: the policy per workload is below.")
     if crossing:
         wl, t = crossing[0]
         t = first_sentence(t).rstrip(".")
@@ -130,24 +173,31 @@ def top_sentence(res: dict) -> str:
         return f"{wl}: {t}" + (f" — and {more} more workload{'s' if more > 1 else ''} cross over, "
                                                    "see below." if more else ".")
     kinds = {k for _, _, k in items}
-    caveats = any((per.get(PRIMARY) or {}).get("caveat") for per in res["workloads"].values())
-    rests = " (see below what each verdict rests on)." if caveats else "."
     if kinds == {"spec"}:
-        return "Speculation wins output throughput at every measured concurrency in every workload" + rests
+        return f"Speculation wins {label} at every measured concurrency in every workload."
     if kinds == {"baseline"}:
-        return "The baseline wins output throughput at every measured concurrency in every workload" + rests
+        return f"The baseline wins {label} at every measured concurrency in every workload."
     never = [wl for wl, _, k in items if k == "not compared"]
+    if len(never) == len(items):
+        return f"Nothing was compared: no workload has {label} measured by both targets; why is below."
     if never:
-        return (f"No output-throughput crossover in any workload compared; {', '.join(never)} "
-                f"{'was' if len(never) == 1 else 'were'} not compared. The verdict per workload is below.")
-    return "No output-throughput crossover in any workload; the verdict per workload is below."
+        return (f"No {label} crossover in any workload compared; {', '.join(never)} "
+                f"{'was' if len(never) == 1 else 'were'} not compared. The decision per workload is below.")
+    return f"No {label} crossover in any workload; the decision per workload is below."
+
+
+def _winner(verdict: str, wide: bool) -> str:
+    return verdict if verdict != "tie" else "inconclusive" if wide else "tie"
+
+
+def winner(c: StageComparison) -> str:
+    """A stage's "winner" cell: the better target's role, "tie", or "inconclusive" for a tie too wide to call."""
+    return _winner(c.verdict, c.wide)
 
 
 def winner_word(c: dict) -> str:
-    """A stage's "winner" cell: the better target's role, "tie", or "inconclusive" for a tie too wide to call."""
-    if c["verdict"] != "tie":
-        return c["verdict"]
-    return "inconclusive" if c.get("wide") else "tie"
+    """:func:`winner` of a comparison as a dict (the terminal's tables read crossover.json as dicts)."""
+    return _winner(c["verdict"], bool(c.get("wide")))
 
 
 ENGINE_WORDS = {"sglang": ("SGLang", "max_running_requests"), "vllm": ("vLLM", "max_num_seqs"),
@@ -208,16 +258,22 @@ def threshold_sentence(wl: str, ths: list, rows: list) -> tuple[str, list[str]]:
 
 
 def sglang_hint(doc: dict, res: dict, metric: str = PRIMARY, view=None) -> str | None:
-    """The throughput crossover(s) as an adaptive-speculation threshold in the running batch the speculative
-    server measured (its /metrics), for any engine; None without a crossover. Where the running batch was not
-    measured it says so: it never assumes the batch is C. ``view``: the run's ServerView, when made already."""
+    """:func:`adaptive_hint` for an analysis as a dict (the terminal's ``loadgen report``); ``view``: the run's
+    ServerView when made already for ``metric``'s crossovers."""
     from loadgen.analysis.serverview import server_view
 
     if view is None or metric != PRIMARY:
         view = server_view(doc, res, metric)
+    return adaptive_hint(doc, view)
+
+
+def adaptive_hint(doc: dict, view) -> str | None:
+    """The crossover(s) in ``view`` (a ServerView: the deciding metric's crossovers mapped onto the running batch
+    the speculative server measured, its /metrics) as an adaptive-speculation threshold, for any engine; None
+    without a crossover. Where the running batch was not measured it says so: it never assumes the batch is C."""
     if not view.thresholds:
         return None
-    spec = res["spec"]
+    spec = view.spec
     server = servers(doc).get(spec) or {}
     engine = view.engine.get(spec) or server.get("engine") or ""
     name, cap_word = ENGINE_WORDS.get(engine, (engine or "the speculative server", "its cap on running requests"))

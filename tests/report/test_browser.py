@@ -16,7 +16,9 @@ TABS = """(() => {
 })()"""
 
 DRAWN = """Array.from(document.querySelectorAll('svg.chart'))
-  .filter(e => e.getBoundingClientRect().width > 300 && e.querySelector('polyline')).length"""
+  .filter(e => e.checkVisibility() && e.getBoundingClientRect().width > 300 && e.querySelector('polyline')).length"""
+"""Charts a reader sees: laid out wide, with lines, and not inside a closed <details> (whose content Chromium
+lays out but does not show: checkVisibility)."""
 
 
 def test_report_opens_clean_in_headless_chromium(chromium, rendered, tmp_path):
@@ -25,10 +27,14 @@ def test_report_opens_clean_in_headless_chromium(chromium, rendered, tmp_path):
         assert run.errors() == []
         assert run.requests == []  # nothing fetched: the page is self-contained
         assert ch.evaluate(s, "document.title").startswith("loadgen report")
-        # visible charts with lines: throughput, Δ, TTFT, ITL, acceptance per workload + one HDR pair each
+        # the page opens on the decisions: each workload's detail closed, its why (throughput and Δ) shown
+        assert ch.evaluate(s, "Array.from(document.querySelectorAll('details.detail')).map(d => d.open)") == [
+            False, False]
+        assert ch.evaluate(s, DRAWN) == 4
+        ch.evaluate(s, "document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        # opened, visible charts with lines: throughput, Δ, TTFT, ITL, acceptance per workload + one HDR pair each
         assert ch.evaluate(s, DRAWN) >= 14
         assert ch.evaluate(s, TABS) == [False, True, True]
-        ch.evaluate(s, "document.querySelectorAll('details').forEach(d => { d.open = true; })")
         shot = tmp_path / "report.png"
         width, height = ch.screenshot(s, str(shot))
         assert ch.collect(s, run).errors() == []

@@ -74,9 +74,10 @@ def test_live_tables_are_the_stages_server_blocks(sim_run):
 
 
 GIVEN = {"estimate": 11.9, "ci_low": 8.0, "ci_high": 15.0, "low_c": 4, "high_c": 16,
-         "direction": "baseline_to_spec"}
+         "direction": "baseline_to_spec", "confidence": 0.9, "stage_level": 0.9}
 """The simulator's own crossover (C≈11.9) with an interval: whether 2 s windows confirm one depends on how busy
-the host is; what the hint says of a crossover is read through the running batch the run measured either way."""
+the host is; what the hint says of a crossover is read through the running batch the run measured either way.
+Whole, as crossover.json holds one (the page reads the analysis typed, analysis.results.Crossover)."""
 
 
 def _given_crossover(sim_run):
