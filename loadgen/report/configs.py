@@ -243,16 +243,17 @@ def excluded_html(ra: RunAnalysis, wl: str, per_target: dict[str, dict[int, Slic
 
 
 def policy_panel(ra: RunAnalysis, wl: str, name: str, pid: str, view: ServerView | None, colours: dict[str, str],
-                 hidden: bool = False) -> str:
-    """One metric's policy: its sentence, the simulator's own switches (on the simulators), the policy table, the
-    per-C table and the adaptive ones' gaps ("" for a metric not compared over the configurations)."""
+                 hidden: bool = False, said: bool = False) -> str:
+    """One metric's policy: its sentence and the simulator's own switches (on the simulators; both left out when
+    ``said`` already, as the section's decision says the deciding metric's), the policy table, the per-C table
+    and the adaptive ones' gaps ("" for a metric not compared over the configurations)."""
     r = ra.configs.get(wl, {}).get(name)
     if r is None:
         return ""
-    label, unit = _label(ra, wl, name)
+    _, unit = _label(ra, wl, name)
     sentence = ra.policy.get(wl, {}).get(name, "")
-    return (f'<div class="tabpanel" id="{pid}"{" hidden" if hidden else ""}>'
-            f'<p class="policy">{escape(capitalised(without_metric(sentence)))}</p>{switch_truth(r)}'
+    head = "" if said else f'<p class="policy">{escape(capitalised(without_metric(sentence)))}</p>{switch_truth(r)}'
+    return (f'<div class="tabpanel" id="{pid}"{" hidden" if hidden else ""}>{head}'
             f'{policy_table(r, wl, view, colours)}<h4>Every configuration at each C</h4>'
             f'{per_c_table(r, unit, colours)}{adaptive_table(r, unit, colours)}</div>')
 

@@ -262,8 +262,8 @@ def configs_section(ra: RunAnalysis, wl: str, per_target: dict[str, dict[int, Sl
     why = ""
     if r is not None:
         why = (f'<div class="why"><h3>{escape(f"Why: {label} of every configuration")}</h3>'
-               f'{figure(ch.decide, after=band(ra, wl, ch.decide, colours, metric))}'
-               f'{policy_panel(ra, wl, metric, f"{anchor}-pol-{slug(metric)}", view, colours)}</div>')
+               f'{figure(ch.decide, cls="envelope", after=band(ra, wl, ch.decide, colours, metric))}'
+               f'{policy_panel(ra, wl, metric, f"{anchor}-pol-{slug(metric)}", view, colours, said=True)}</div>')
     pair = ""
     if per_metric:
         pair = Part(f"The reference against the first candidate: {ra.spec} vs {ra.baseline}",

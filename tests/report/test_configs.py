@@ -186,3 +186,23 @@ def test_configuration_with_no_complete_stage(tmp_path, gone):
     assert len(cells) == 5 and not any(gone in ls.split(",") for _, _, ls in cells)
     assert [b for _, b, _ in cells] == [a["best"] or "" for a in r["at"]]
     assert htmllib.escape(res["policy"]["chat"][PRIMARY]) in page
+
+
+def test_decision_then_why_then_the_detail_collapsed(four):
+    """The section in the terminal's order: the deciding metric's policy, then why (every configuration's line, the
+    band, that metric's tables), then every other metric and the pair behind one closed <details>."""
+    page, res = four
+    section = page[page.index('<section class="card workload configs" id="wl-chat">'):]
+    section = section[:section.index("</section>")]
+    d, w, x = (section.index('<div class="decision">'), section.index('<div class="why">'),
+               section.index('<details class="detail">'))
+    assert d < w < x and "<small>decided by output throughput</small>" in section[:d]
+    decision, why, detail = section[d:w], section[w:x], section[x:]
+    sentence = res["policy"]["chat"][PRIMARY].partition(": ")[2]
+    assert f'<p class="lead">{htmllib.escape(sentence[:1].upper() + sentence[1:])}</p>' in decision
+    assert "<figcaption>Output throughput, every configuration</figcaption>" in why
+    assert 'id="wl-chat-pol-output_tokens_per_s"' in why and '<p class="policy">' not in why  # said once, above
+    others = [name for name in res["configs"]["chat"] if name != PRIMARY]
+    assert others and all(f'id="wl-chat-pol-{name}"' in detail for name in others)
+    assert 'id="wl-chat-pol-output_tokens_per_s"' not in detail
+    assert "The reference against the first candidate: spec vs baseline" in detail
