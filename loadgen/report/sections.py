@@ -149,9 +149,8 @@ def _against(per_metric: dict[str, MetricResult], deciding: str) -> str:
     """The metrics that say speculation costs something where the deciding one enables it, each as its finding
     (for ITL p99 with why speculation is worse there); "" for none (the terminal's rule, words.leans_against)."""
     m = per_metric.get(deciding)
-    kind = kind_of(m)
     lis = "".join(f'<li>{chip(kind_of(o))} <b>{escape(o.label)}</b>: {escape(without_metric(finding(o)))}</li>'
-                  for name, o in per_metric.items() if name != deciding and leans_against(kind_of(o), kind))
+                  for name, o in per_metric.items() if name != deciding and leans_against(o, m))
     return Part("What speculation costs where it is enabled", f'<ul class="recs against">{lis}</ul>' if lis else "",
                 level=4).html()
 

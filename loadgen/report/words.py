@@ -101,12 +101,19 @@ def kind_of(m: MetricResult | None) -> str:
     return m.verdict or analysis_kind(m.analysis)
 
 
-def leans_against(kind: str, deciding: str) -> bool:
-    """Whether a metric of verdict ``kind`` says speculation costs something where the deciding metric (of verdict
-    ``deciding``) enables it: the baseline better somewhere, beside a speculation win or a crossover. Such a metric
-    is said beside the decision, as why it is not free; one that agrees, or that favours speculation where the
-    deciding metric does not, is a rival verdict and stays in the detail (the terminal: --verbose)."""
-    return deciding in ("spec", "spec-some", "cross") and kind in ("baseline", "baseline-some", "cross")
+def leans_against(m: MetricResult | None, deciding: MetricResult | None) -> bool:
+    """Whether metric ``m`` says speculation costs something where the ``deciding`` metric enables it: the
+    baseline better somewhere (it wins, wins some, or crosses over) beside a speculation win or a crossover; of two
+    crossovers, only one the other way round (the same way, it says what the decision says). Such a metric is
+    said beside the decision, as why speculation is not free; one that agrees, or that favours speculation where
+    the deciding metric does not, is a rival verdict and stays in the detail (the terminal: --verbose)."""
+    kind, theirs = kind_of(m), kind_of(deciding)
+    if theirs not in ("spec", "spec-some", "cross") or kind not in ("baseline", "baseline-some", "cross"):
+        return False
+    if kind == "cross" and theirs == "cross":
+        ways = {x.direction for x in deciding.analysis.crossovers}
+        return any(x.direction not in ways for x in m.analysis.crossovers)
+    return True
 
 
 def finding(m: MetricResult) -> str:

@@ -261,3 +261,28 @@ def test_itl_p99_worse_beside_a_throughput_win_is_why_not_a_rival_verdict(code):
     base = copy.deepcopy(ra)
     base.workloads["code"][DECIDES].verdict = "baseline"
     assert "What speculation costs" not in _page(doc, base)
+
+
+def _result(name: str, deltas: tuple, hib: bool) -> MetricResult:
+    bs, ss = ladder_with(dict(zip((1, 5, 30), deltas)), hib=hib)
+    a = analyze(name, bs, ss)
+    v = verdict(a, advises=False)
+    return MetricResult(name, "", a, v.sentence, v.kind, v.caveat, v.everywhere, v.text)
+
+
+def test_leans_against_is_the_baseline_better_where_speculation_is_enabled():
+    """The rule that picks what is said under why (the terminal's): the baseline better somewhere beside a
+    speculation win or crossover; of two crossovers only one the other way round."""
+    from loadgen.report.words import leans_against
+
+    up = _result("output_tokens_per_s", (-0.2, -0.2, 0.2), True)  # speculation better from high C: a crossover
+    down = _result("decode_rate", (0.2, 0.2, -0.2), True)  # the other way round
+    same = _result("goodput_requests_per_s", (-0.2, -0.2, 0.2), True)
+    spec = _result("output_tokens_per_s", (0.2, 0.2, 0.2), True)
+    base = _result("itl_p99", (0.2, 0.2, 0.2), False)  # higher ITL with speculation: the baseline better
+    assert [r.verdict for r in (up, down, same, spec, base)] == ["cross", "cross", "cross", "spec", "baseline"]
+    assert up.analysis.crossovers[0].direction != down.analysis.crossovers[0].direction
+    assert leans_against(base, spec) and leans_against(base, up) and leans_against(down, up)
+    assert not leans_against(same, up)  # the same crossover says what the decision says
+    assert not leans_against(spec, up) and not leans_against(base, base) and not leans_against(base, None)
+    assert not leans_against(spec, base)  # favouring speculation where the decision does not: a rival verdict
