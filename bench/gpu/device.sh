@@ -235,7 +235,7 @@ ${GPU_HARNESS_SERVER_EXTRA-}"
   local spec="$base --spec-type ngram-simple --spec-ngram-simple-size-n 6 --spec-ngram-simple-size-m 16"
   local run_time=${GPU_HARNESS_MAX_RUN_TIME:-780s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-100s}
   local args=(crossover --protocol chat --model gemma --ladder "${GPU_HARNESS_LADDER:-1,4,16,64,256}"
-    --workloads "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:32,64}"
+    --workload "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:32,64}"
     --duration "${GPU_HARNESS_DURATION:-10s}" --warmup "${GPU_HARNESS_WARMUP:-3s}" --seed 1 --out "$G/run/out"
     --url "$url" --start "baseline=$base" --start "spec=$spec"   # one port: loadgen starts each server in turn
     --max-run-time "$run_time" --max-stage-time "$stage_time")

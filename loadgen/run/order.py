@@ -21,7 +21,7 @@ steady warm-up, the window grown to a request, ``--max-run-time`` shared out).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Sequence, TypeVar
 
 from loadgen.errors import LoadgenError
@@ -214,22 +214,30 @@ class Durations:
     def add(self, target: str, workload: str, c: int, e2e_s: float) -> None:
         self.measured.setdefault((target, workload), {})[c] = e2e_s
 
-    def guess(self, target: str, workload: str, c: int, scaled: bool = True, anywhere: bool = False) -> float | None:
+    def guess(self, target: str, workload: str, c: int, scaled: bool = True, anywhere: str = "") -> float | None:
         """``scaled``: Little's law from the nearest lower stage (a server whose throughput stops growing);
         else that stage's duration as it was (a server that keeps up): the two ends of the estimate.
-        ``anywhere`` (the estimate only): from the nearest lower stage of any target and workload (they
-        share --max-tokens, so their requests last alike), this one's first at the same C: scaled 70x
-        from this workload's C=1, a simulator run's range jumped from 3.2-5.6 min to 3.1-20.9 min."""
+        ``anywhere`` (the estimate only): from the nearest lower stage of any target and workload (they share
+        --max-tokens): "near" this one's first at that C (scaled 70x from this workload's C=1 alone, a
+        simulator run's typical estimate jumped from 3.2-5.6 min to 3.1-20.9 min), "min" the shortest there
+        (the estimate's low end); "max" (its high end) this workload's longest, each from its own nearest
+        stage, None while it has none: the simulator's chat requests outlast predictable's, and a high end
+        from predictable's fell 2-5 s short of a 107 s run."""
         if anywhere:
-            best = None
+            at: dict[tuple, float] = {}
             for (t, w), m in self.measured.items():
                 lower = [x for x in m if x <= c]
                 if lower:
-                    key = (max(lower), (t, w) == (target, workload), w == workload)
-                    if best is None or key > best[0]:
-                        best = (key, e2e_guess(m, c, scaled))
-            if best is not None:
-                return best[1]
+                    at[(max(lower), (t, w) == (target, workload), w == workload)] = e2e_guess(m, c, scaled)
+            if at:
+                near = max(k[0] for k in at)
+                there = {k: v for k, v in at.items() if k[0] == near}
+                if anywhere == "min":
+                    return min(there.values())
+                if anywhere == "max":  # this workload's own, each from its nearest stage: workloads differ
+                    own = [v for k, v in at.items() if k[2]]
+                    return max(own) if own else None
+                return there[max(there)]
         own = e2e_guess(self.measured.get((target, workload), {}), c, scaled)
         if own is not None:
             return own
@@ -245,10 +253,10 @@ def fmt_s(s: float) -> str:
 
 
 def fmt_span(lo: float, mid: float, hi: float | None) -> str:
-    """An estimate as the log writes it: "about 5.5 min (4.2–9.8 min)", "about 40 s (30–95 s)", or
-    "at least 4.8 min" with no upper end yet."""
+    """An estimate as the log writes it: "about 5.5 min (4.2–9.8 min)", "about 40 s (30–95 s)"; with no upper
+    end yet (a workload not measured), "about 77 s (65 s or more)", or "at least 4.8 min" with nothing measured."""
     if hi is None:
-        return f"at least {fmt_s(lo)}"
+        return f"at least {fmt_s(lo)}" if mid <= 1.1 * lo else f"about {fmt_s(mid)} ({fmt_s(lo)} or more)"
     if hi <= 1.1 * lo:
         return f"about {fmt_s(mid)}"
     if lo >= 120:
@@ -272,12 +280,22 @@ class Schedule:
     max_stage_s: float | None = None
     open: OpenPlan | None = None
     """An open-loop ladder (its values rates or trace speeds); None: concurrencies."""
-    overhead_s: float = 0.0
-    """The run's time outside its stages so far (server starts, probes, results written), per stage run: the
-    typical and high estimates count it for each stage left."""
+    overruns: list[tuple[float, float]] = field(default_factory=list)
+    """(load, seconds): what each stage run so far took beyond its typical estimate (server starts, probes,
+    results written, the connections opened and the users' records folded, warm-ups past their typical
+    length). The typical estimate counts their mean for each stage left; the high one, for a stage at C,
+    the overrun at the nearest lower load measured, times C over that load: on the simulator they grew
+    from 0.85 s at C=1 to 2.2 s at C=20 (3 s windows), and their largest so far fell short at 5 of 16."""
+
+    def _allowance(self, c: float) -> float:
+        lower = [(x, o) for x, o in self.overruns if x <= c]
+        if not lower:
+            return max([0.0, *(o for _, o in self.overruns)])
+        near = max(x for x, _ in lower)
+        return max(0.0, max(o for x, o in lower if x == near)) * (c / near if near > 0 else 1.0)
 
     def spec(self, i: int, budget: float | None = None, by: str = "max-stage-time", scaled: bool = True,
-             anywhere: bool = False) -> StageSpec:
+             anywhere: str = "") -> StageSpec:
         s = self.slots[i]
         if self.open is not None:
             return open_spec(self.open, s.concurrency, self.warmup_s,
@@ -299,18 +317,19 @@ class Schedule:
         user's start, requests as long as at the stage below (a server that keeps up), no cool-down.
         Typical: the budget's weights (:meth:`budget`). High: requests C/C' as long (a server whose
         throughput stops growing), warm-ups to their caps, cool-downs of two requests; None while a stage
-        has no request duration to go by (nothing measured yet): the estimate is then a lower bound."""
+        has no request duration of its own workload to go by: the estimate then has no upper end."""
         idx = [j for j in range(first, len(self.slots)) if j not in skip]
-        low = [self.spec(j, self.max_stage_s, scaled=False, anywhere=True).estimate_s("low") for j in idx]
-        high = [self.spec(j, self.max_stage_s, anywhere=True).estimate_s("high") for j in idx]
-        mid = [(self.spec(j, self.max_stage_s, anywhere=True).estimate_s()
-                + self.spec(j, self.max_stage_s, scaled=False, anywhere=True).estimate_s()) / 2 for j in idx]
+        low = [self.spec(j, self.max_stage_s, scaled=False, anywhere="min").estimate_s("low") for j in idx]
+        high = [self.spec(j, self.max_stage_s, anywhere="max").estimate_s("high") for j in idx]
+        mid = [(self.spec(j, self.max_stage_s, anywhere="near").estimate_s()
+                + self.spec(j, self.max_stage_s, scaled=False, anywhere="near").estimate_s()) / 2 for j in idx]
         if this is not None and idx and idx[0] == first:  # the stage about to run, as it was actually planned
             low[0], mid[0], high[0] = this.estimate_s("low"), this.estimate_s(), this.estimate_s("high")
         known = all(self.durations.guess(self.slots[j].target.label, self.slots[j].workload,
-                                         self.slots[j].concurrency, anywhere=True) is not None for j in idx)
-        extra = self.overhead_s * len(idx)
-        return sum(low), sum(mid) + extra, (sum(high) + extra if known else None)
+                                         self.slots[j].concurrency, anywhere="max") is not None for j in idx)
+        mean = max(0.0, sum(o for _, o in self.overruns) / len(self.overruns)) if self.overruns else 0.0
+        extra = sum(self._allowance(self.slots[j].concurrency) for j in idx)
+        return sum(low), sum(mid) + mean * len(idx), (sum(high) + extra if known else None)
 
     def left(self, first: int, this: StageSpec | None = None, remaining_s: float | None = None,
              skip: frozenset[int] = frozenset()) -> str:
@@ -336,9 +355,9 @@ class Schedule:
         and its first request streams, the window, one request's cool-down, from a server that keeps up.
         None with no request duration to go by."""
         s = self.slots[i]
-        if self.durations.guess(s.target.label, s.workload, s.concurrency, anywhere=True) is None:
+        if self.durations.guess(s.target.label, s.workload, s.concurrency, anywhere="near") is None:
             return None
-        return self.spec(i, None, scaled=False, anywhere=True).estimate_s()
+        return self.spec(i, None, scaled=False, anywhere="near").estimate_s()
 
     def budget(self, i: int, remaining_s: float | None,
                skip: frozenset[int] = frozenset()) -> tuple[float | None, str] | None:

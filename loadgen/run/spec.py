@@ -36,6 +36,12 @@ class Schedule(Protocol):
         """Ascending planned offsets in seconds from the stage's start (endless, or a trace's end)."""
 
 
+OPEN_S = 0.5
+"""A window opens this long after its warm-up's end at most: the steadiness poll (0.25 s), the instant set
+ahead for every process and the server's scrape, the users' connections opened (2.5 s after the stage's
+start for a 2 s warm-up on the simulator)."""
+
+
 @dataclass
 class StageSpec:
     concurrency: int
@@ -91,19 +97,23 @@ class StageSpec:
     def estimate_s(self, bound: str = "typical") -> float:
         """How long the stage should take: warm-up, window, and a cool-down of one request. ``bound``
         "low": the least it can take (the warm-up ends no earlier than the last user's start, nothing to
-        wait for after the window); "high": the most, a warm-up to its cap and a cool-down of two requests
-        (the slowest window request: on the H200 the typical figures gave 4.1-6.9 min for a run of 11.9)."""
+        wait for after the window); "high": the most, a warm-up to its cap and a cool-down of three requests
+        (the slowest window request: 1.55 s after a simulator window at C=20 whose E2E p50 was 0.6 s; on
+        the H200 the typical figures gave 4.1-6.9 min for a run of 11.9)."""
         d = self.expected_request_s or 0.0
         window = self.duration_s if self.duration_s is not None else 10.0
         if self.max_warmup_s is None:
             warm = self.warmup_s
         elif bound == "high":
-            warm = max(self.max_warmup_s, self.warmup_s)
+            warm = max(self.max_warmup_s, self.warmup_s) + OPEN_S
         elif bound == "low":
-            warm = max(self.warmup_s, self.ramp_s)
+            # the warm-up waits for the last user's start, unless the budget squeezes it to leave the window
+            # and a request room (lifecycle: the H200's last stage, 65 s of a 101 s share, fell below "about 101 s")
+            ramp = self.ramp_s if not self.max_stage_s else min(self.ramp_s, self.max_stage_s - window - d)
+            warm = max(self.warmup_s, ramp)
         else:
-            warm = min(self.max_warmup_s, max(self.warmup_s, self.ramp_s + 2.0))
-        cool = {"low": 0.0, "high": 2 * d}.get(bound, d)
+            warm = min(self.max_warmup_s, max(self.warmup_s, self.ramp_s + 2.0)) + OPEN_S
+        cool = {"low": 0.0, "high": 3 * d}.get(bound, d)
         est = warm + window + min(self.max_cooldown_s, cool)
         return min(est, self.max_stage_s) if self.max_stage_s else est
 
