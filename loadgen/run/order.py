@@ -352,12 +352,13 @@ class Schedule:
 
     def need_s(self, i: int) -> float | None:
         """The least stage ``i`` takes to measure a steady window: a warm-up until every user has started
-        and its first request streams, the window, one request's cool-down, from a server that keeps up.
+        and its first request streams, the window and its closing scrape, from a server that keeps up.
         None with no request duration to go by."""
         s = self.slots[i]
         if self.durations.guess(s.target.label, s.workload, s.concurrency, anywhere="near") is None:
             return None
-        return self.spec(i, None, scaled=False, anywhere="near").estimate_s()
+        spec = self.spec(i, None, scaled=False, anywhere="near")
+        return spec.estimate_s() - (spec.expected_request_s or 0.0) + 1.0  # the cool-down may be cut
 
     def budget(self, i: int, remaining_s: float | None,
                skip: frozenset[int] = frozenset()) -> tuple[float | None, str] | None:

@@ -108,8 +108,8 @@ class StageSpec:
             warm = max(self.max_warmup_s, self.warmup_s) + OPEN_S
         elif bound == "low":
             # the warm-up waits for the last user's start, unless the budget squeezes it to leave the window
-            # and a request room (lifecycle: the H200's last stage, 65 s of a 101 s share, fell below "about 101 s")
-            ramp = self.ramp_s if not self.max_stage_s else min(self.ramp_s, self.max_stage_s - window - d)
+            # room (lifecycle: the H200's last stage, 65 s of a 101 s share, fell below "about 101 s")
+            ramp = self.ramp_s if not self.max_stage_s else min(self.ramp_s, self.max_stage_s - window - 1.0)
             warm = max(self.warmup_s, ramp)
         else:
             warm = min(self.max_warmup_s, max(self.warmup_s, self.ramp_s + 2.0)) + OPEN_S
