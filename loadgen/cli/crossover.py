@@ -13,7 +13,7 @@ import orjson
 
 from loadgen import redact
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
-from loadgen.analysis.compare import analyze_run
+from loadgen.analysis.compare import MetricResult, analyze_run
 from loadgen.analysis.coverage import nothing_compared
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
 from loadgen.analysis.engineterms import Translation
@@ -339,7 +339,7 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
     ``verbose``: every metric's verdict with what it rests on, as the report has them."""
     from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
 
-    from loadgen.report.words import winner_word
+    from loadgen.report.words import finding, leans_against, winner_word
 
     metric = metric or res.get("decides", PRIMARY)
     if res.get("configs"):
@@ -368,40 +368,33 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
             lines.append(f"  C={c} not compared: {why}")
         if cov.get("cut"):
             lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
-        lines.append(f"  → {m['recommendation'] if verbose else m.get('finding') or _finding(m)}")
+        deciding = MetricResult.from_dict(m)
+        lines.append(f"  → {m['recommendation'] if verbose else finding(deciding)}")
         for name, other in per.items():
-            if name != metric and (verbose or _against(other["verdict"], m["verdict"])):
-                lines.append(f"  · {other['recommendation'] if verbose else other.get('finding') or _finding(other)}")
+            o = MetricResult.from_dict(other)
+            if name != metric and (verbose or leans_against(o, deciding)):
+                lines.append(f"  · {o.recommendation if verbose else finding(o)}")
         for k in m.get("simulator_truth", []):
             mark, text = verdict(k)
             lines.append(f"  {mark} {text}")
     if doc is not None:
-        lines += _flags_once(doc)
+        compared = {wl: set((res.get("coverage") or {}).get(wl, {}).get("compared") or []) for wl in res["workloads"]}
+        lines += _flags_once(doc, compared)
     return "\n".join(lines)
 
 
-def _against(kind: str, deciding: str) -> bool:
-    """A metric that says speculation costs something where the deciding one enables it (the baseline better
-    somewhere, beside a speculation win or crossover): said beside it, with its why. One that agrees, or
-    that favours speculation where the deciding metric does not, is a rival verdict: --verbose and the report."""
-    return deciding in ("spec", "spec-some", "cross") and kind in ("baseline", "baseline-some", "cross")
-
-
-def _finding(m: dict) -> str:
-    """A metric's verdict without what it rests on: the table above shows what was compared, the flags list
-    below what may distort it (repeated under every metric, it was 18 paragraphs for three workloads)."""
-    text, caveat = m["recommendation"], m.get("caveat") or ""
-    return text[: -len(caveat)].rstrip() if caveat and text.endswith(caveat) else text
-
-
-def _flags_once(doc: dict) -> list[str]:
-    """Every flag of every stage, whole and once, one stage to a block (loadgen.report.inputs.slices)."""
+def _flags_once(doc: dict, compared: dict[str, set[int]] | None = None) -> list[str]:
+    """Every flag of every stage, whole and once, one stage to a block (loadgen.report.inputs.slices); with
+    ``compared`` (workload → its compared concurrencies), only those stages': one not compared has its why on
+    its row (the H200 run's C=256 stages were 12 lines of flags beside that line)."""
     from loadgen.report.inputs import slices
 
     lines, advice = [], {}
     for wl, per_target in slices(doc).items():
         for label, by_c in per_target.items():
             for c, sl in sorted(by_c.items()):
+                if compared is not None and c not in compared.get(wl, set()):
+                    continue
                 texts = list(dict.fromkeys(text for _, text in sl.flags))
                 if not texts:
                     continue

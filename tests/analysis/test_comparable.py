@@ -188,3 +188,32 @@ def test_a_run_with_nothing_comparable_says_why_in_one_line_and_fails(doc, tmp_p
     assert (out / "crossover.json").exists()  # the analysis is written all the same, with why per stage
     control = in_process("crossover", "--from", str(write_run(tmp_path / "ok", doc)), "--no-report")
     assert control.returncode == 0 and "workload freetext" in control.stdout
+
+
+def test_the_terminal_shows_beside_a_win_only_the_latency_that_costs_and_why():
+    """One screen: speculation's throughput win, and beside it the ITL p99 that is worse with speculation, said
+    as what it shows and why, never "do not enable"; a latency that agrees, or that favours speculation where
+    the deciding metric does not, stays in --verbose."""
+    from loadgen.analysis.compare import MetricResult
+
+    d = run_doc(ladder=(1, 4, 16), workloads=("code",), flags=False)  # code: speculation +60 % at every C
+    res = analyze_run(d)
+    per = res["workloads"]["code"]
+    assert per[DECIDES]["verdict"] == "spec"
+    bs, ss = ladder_with({1: 0.2, 4: 0.25, 16: 0.3}, hib=False)
+    a = analyze("itl_p99", bs, ss)
+    v = verdict(a, advises=False, worse_with_spec=BY_NAME["itl_p99"].spec.worse_with_spec)
+    per["itl_p99"] = MetricResult("ITL p99", "ms", a, v.sentence, v.kind, v.caveat, v.everywhere, v.text).to_dict()
+    bs, ss = ladder_with({1: -0.2, 4: -0.2, 16: -0.2}, hib=False)  # ITL p50 better with speculation: agrees
+    a = analyze("itl_p50", bs, ss)
+    v = verdict(a, advises=False)
+    per["itl_p50"] = MetricResult("ITL p50", "ms", a, v.sentence, v.kind, v.caveat, v.everywhere, v.text).to_dict()
+    text = crossover_tables(res)
+    side = [line for line in text.splitlines() if line.startswith("  · ")]
+    assert side == ["  · itl_p99: the baseline wins at every measured concurrency (C=1–16). Where speculation is worse "
+                    "here: accepted drafts arrive as bursts, so the gap after a burst is a whole verify step."], text
+    assert "do not enable" not in text and "ITL p50" not in text and "itl_p50" not in text
+    assert "itl_p50" in crossover_tables(res, verbose=True)
+    # the deciding metric leaning to the baseline: a latency better with speculation is a rival verdict, not shown
+    per[DECIDES]["verdict"] = "baseline"
+    assert not [line for line in crossover_tables(res).splitlines() if line.startswith("  · ")]
