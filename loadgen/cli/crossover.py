@@ -305,7 +305,7 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
         _simulator_truth(res, sim, doc["run"].get("seed", sim["seed"]))
     out.mkdir(parents=True, exist_ok=True)
     (out / "crossover.json").write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
-    if not _any_compared(res):
+    if not any_compared(res):
         # one line, not a table of dashes and a screen of flags: the stages are in run.json, the flags in the report
         print(f"loadgen: error: {nothing_compared(doc)}", file=sys.stderr)
         code = 1
@@ -324,7 +324,7 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
     return code
 
 
-def _any_compared(res: dict) -> bool:
+def any_compared(res: dict) -> bool:
     """Whether the deciding metric was compared at some concurrency of some workload (two or more configurations)."""
     metric = res.get("decides", PRIMARY)
     if res.get("configs"):

@@ -18,6 +18,7 @@ import orjson
 from loadgen import __version__, redact
 from loadgen.analysis.compare import BY_NAME as METRICS
 from loadgen.analysis.compare import roles
+from loadgen.analysis.coverage import nothing_compared
 from loadgen.errors import LoadgenError
 from loadgen.report.html import render
 from loadgen.report.inputs import PRIMARY, analysis, usable
@@ -183,7 +184,13 @@ def run(args) -> int:
         return _rate_report(doc, out, args, [] if same_place else [paths[0].parent / "rates.json"])
 
     res = analysis(out, doc, confidence=args.confidence, force=args.reanalyse or forced)
-    print(summary_text(doc, res, args.metric, verbose=args.verbose))
+    from loadgen.cli.crossover import any_compared
+
+    nothing = "" if any_compared(res) else nothing_compared(doc)
+    if nothing:  # one line, as `loadgen crossover` says it; the page and files are written all the same
+        print(f"loadgen: error: {nothing}", file=sys.stderr)
+    else:
+        print(summary_text(doc, res, args.metric, verbose=args.verbose))
     written = [out / "crossover.json", out / "run.csv"] + ([] if same_place else [out / "run.json"])
     if not args.no_html:
         html = render(out, doc=doc, res=res, png=not args.no_png)
@@ -195,7 +202,7 @@ def run(args) -> int:
             else:
                 print("loadgen: warning: PNG plots skipped (matplotlib is not installed)", file=sys.stderr)
     print("loadgen: wrote " + ", ".join(map(str, written)), file=sys.stderr)
-    return 0
+    return 1 if nothing else 0
 
 
 def _rate_report(doc: dict, out: Path, args, sources: list[Path]) -> int:

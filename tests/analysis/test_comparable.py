@@ -186,6 +186,9 @@ def test_a_run_with_nothing_comparable_says_why_in_one_line_and_fails(doc, tmp_p
     errors = [x for x in got.stderr.splitlines() if "error" in x]
     assert errors == [f"loadgen: error: {line}"], got.stderr
     assert (out / "crossover.json").exists()  # the analysis is written all the same, with why per stage
+    again = in_process("report", str(out), "--no-png")  # the report of such a run says the same, and is written
+    assert again.returncode == 1 and again.stdout == "" and (out / "report.html").exists(), again
+    assert [x for x in again.stderr.splitlines() if "error" in x] == [f"loadgen: error: {line}"]
     control = in_process("crossover", "--from", str(write_run(tmp_path / "ok", doc)), "--no-report")
     assert control.returncode == 0 and "workload freetext" in control.stdout
 
