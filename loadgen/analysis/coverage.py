@@ -349,7 +349,15 @@ def nothing_compared(doc: dict) -> str:
         why = why_unusable(s) or "measured, without a comparable stage of another configuration at its C"
         tally[why] = tally.get(why, 0) + 1
     n = sum(tally.values())
-    if not n:
-        return "no stage was run" + (f" ({run_cut_words(doc.get('run', {}))})" if run_cut_words(doc.get("run", {})) else "")
-    parts = ", ".join(f"{k} of {n} stages {why}" for why, k in sorted(tally.items(), key=lambda x: -x[1]))
-    return f"nothing compared: {parts}"
+    parts = [f"{k} of {n} stages {why}" for why, k in sorted(tally.items(), key=lambda x: -x[1])]
+    skipped: dict[str, int] = {}
+    for x in doc.get("run", {}).get("not_run") or []:
+        why = str(x.get("why", "")) if isinstance(x, dict) else ""
+        key = ("not run: the run's budget could not buy a steady window" if "steady window" in why else
+               "not run: the server saturated at a lower load" if why.startswith("saturated") else "not run")
+        skipped[key] = skipped.get(key, 0) + 1
+    parts += [f"{k} planned stage{'s' if k > 1 else ''} {why}" for why, k in skipped.items()]
+    cut = run_cut_words(doc.get("run", {}))
+    if not parts:
+        return "no stage was run" + (f" ({cut})" if cut else "")
+    return f"nothing compared: {', '.join(parts)}" + (f"; {cut}" if cut and not skipped else "")

@@ -342,9 +342,15 @@ class Schedule:
             lo, mid, hi = min(lo, end), min(mid, end), (end if hi is None else min(hi, end))
         return fmt_span(lo, mid, hi)
 
-    def after(self, i: int, skip: frozenset[int] = frozenset()) -> tuple[float, float, float | None]:
-        """The estimated seconds of the stages after stage ``i`` (the run's ETA beyond it): :meth:`bounds`."""
-        return self.bounds(i + 1, skip=skip) if i + 1 < len(self.slots) else (0.0, 0.0, 0.0)
+    def after(self, i: int, skip: frozenset[int] = frozenset(),
+              remaining_s: float | None = None) -> tuple[float, float, float | None]:
+        """The estimated seconds of the stages after stage ``i`` (the run's ETA beyond it): :meth:`bounds`, no
+        later than what ``remaining_s`` (of --max-run-time, at stage ``i``'s start) leaves."""
+        lo, mid, hi = self.bounds(i + 1, skip=skip) if i + 1 < len(self.slots) else (0.0, 0.0, 0.0)
+        if remaining_s is not None:
+            end = max(0.0, remaining_s) + RUN_END_S
+            lo, mid, hi = min(lo, end), min(mid, end), (end if hi is None else min(hi, end))
+        return lo, mid, hi
 
     def least_s(self) -> float:
         """A stage needs its minimum warm-up and a second of window to measure anything."""
@@ -359,6 +365,18 @@ class Schedule:
             return None
         spec = self.spec(i, None, scaled=False, anywhere="near")
         return spec.estimate_s() - (spec.expected_request_s or 0.0) + 1.0  # the cool-down may be cut
+
+    def unaffordable(self, i: int, budget: float | None, by: str) -> str:
+        """Why stage ``i`` is not run with the share ``budget`` of --max-run-time (``by``), or "": the share is
+        less than a steady window takes (:meth:`need_s`), and no other configuration has run at its load yet
+        (after one has, skipping would waste that one's stage)."""
+        s = self.slots[i]
+        need = self.need_s(i)
+        if by != "max-run-time" or need is None or budget is None or budget >= need:
+            return ""
+        if any(x.workload == s.workload and x.concurrency == s.concurrency for x in self.slots[:i]):
+            return ""
+        return f"the run's budget leaves {budget:.0f} s for it, a steady window takes about {need:.0f} s (--max-run-time)"
 
     def budget(self, i: int, remaining_s: float | None,
                skip: frozenset[int] = frozenset()) -> tuple[float | None, str] | None:

@@ -185,23 +185,18 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 measured(kept, wl, c)
                 continue
             left_s = None if run_deadline is None else run_deadline - time.monotonic()
-            if (wl, c) in unaffordable:
-                why = unaffordable[(wl, c)]
-                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, {why}")
-                writer.run.setdefault("not_run", []).append({"target": target.label, "workload": wl, "value": c,
-                                                             "why": why})
-                continue
-            given = sched.budget(i, left_s, skipped(i))
-            if given is None:
-                writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i}
-                log(f"--max-run-time reached: {n - i} planned stage(s) not run")
-                break
-            budget, by = given
-            need = sched.need_s(i)
-            if by == "max-run-time" and need is not None and budget is not None and budget < need:
+            why = unaffordable.get((wl, c), "")
+            if not why:
+                given = sched.budget(i, left_s, skipped(i))
+                if given is None:
+                    writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i}
+                    log(f"--max-run-time reached: {n - i} planned stage(s) not run")
+                    break
+                budget, by = given
+                why = sched.unaffordable(i, budget, by)
+            if why:
                 # an unsteady window is not compared (analysis.coverage): its share buys the other stages' time
-                unaffordable[(wl, c)] = why = (f"the run's budget leaves {budget:.0f} s for it, a steady window "
-                                               f"takes about {need:.0f} s (--max-run-time)")
+                unaffordable[(wl, c)] = why
                 log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, {why}")
                 writer.run.setdefault("not_run", []).append({"target": target.label, "workload": wl, "value": c,
                                                              "why": why})
@@ -219,7 +214,8 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
                 f"(elapsed {fmt_s(time.monotonic() - t_start)}, {sched.left(i, spec, left_s, skipped(i))} left)")
             retried: dict | None = None
             while True:
-                line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(i, skipped(i + 1)))
+                line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(
+                    i, skipped(i + 1), None if left_s is None else left_s - (spec.max_stage_s or 0.0)))
                 probe = (plan.window_probe(target) if plan.window_probe is not None
                          else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
                 reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None

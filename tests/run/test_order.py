@@ -1,5 +1,7 @@
 """The one stage order: ``loadgen run``'s ramp and the Locust conductor take the same stages in the same order."""
 
+import pytest
+
 from loadgen.client.target import Target
 from loadgen.run.order import Durations, Schedule, fixed_spec, stage_order
 from loadgen.run.ramp import RampPlan
@@ -74,3 +76,23 @@ def test_three_or_more_targets_rotate_in_a_williams_design():
     assert steps == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
     assert [s.target for s in stage_order(["a", "b", "c"], [1, 2], ["chat"], by_target=True)] == \
         ["a", "a", "b", "b", "c", "c"]  # one server at a time when loadgen starts them
+
+
+def test_a_share_that_cannot_buy_a_steady_window_is_not_run_unless_a_partner_ran():
+    """Issue 27: where --max-run-time cannot buy a steady window the ladder says so and spends the time elsewhere,
+    rather than measuring an unsteady stage that is then not compared. Requests of 2 s at C=1: a steady window
+    at C=64 takes at least the users' ramp (2 s, a server that keeps up), 2 s to settle, the window's opening,
+    10 s of window and its closing scrape."""
+    a, b = _targets()
+    durations = Durations()
+    durations.add("base", "chat", 1, 2.0)
+    durations.add("spec", "chat", 1, 2.0)
+    sched = Schedule(stage_order([a, b], [1, 64], ["chat"]), durations, 2.0, duration_s=10.0)
+    assert sched.need_s(2) == pytest.approx(2.0 + 2.0 + 0.5 + 10.0 + 1.0)
+    assert sched.unaffordable(2, 15.0, "max-run-time") == ("the run's budget leaves 15 s for it, a steady window "
+                                                          "takes about 16 s (--max-run-time)")
+    assert sched.unaffordable(2, 16.0, "max-run-time") == ""
+    assert sched.unaffordable(2, 15.0, "max-stage-time") == ""  # the user's own stage limit: run, and cut
+    assert sched.unaffordable(3, 1.0, "max-run-time") == ""  # the base ran C=64 already: skipping wastes it
+    budget, by = sched.budget(2, 20.0)  # the two C=64 stages share 20 s
+    assert by == "max-run-time" and budget < 16.0 and sched.unaffordable(2, budget, by)
