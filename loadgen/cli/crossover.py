@@ -253,7 +253,7 @@ def run(args) -> int:
         log(f"error: {outcome.error}")
         log("the run stopped there: analysing the stages that finished")
     if outcome.stages:
-        _analyse_and_report(writer.doc(), out, args)
+        _analyse_and_report(writer.doc(), out, args, stopped=True)
     return outcome.exit_code
 
 
@@ -291,7 +291,9 @@ def _refined(res: dict, wl: str, per: dict) -> list[MetricAnalysis]:
     return out
 
 
-def _analyse_and_report(doc: dict, out: Path, args) -> int:
+def _analyse_and_report(doc: dict, out: Path, args, stopped: bool = False) -> int:
+    """Analyse, print the answer, write crossover.json and the page; 1 when nothing could be compared (said in one
+    line; ``stopped``: the run already said why it ended, so the line is not a second error)."""
     from loadgen.analysis.rates import is_rate_run
 
     if is_rate_run(doc):
@@ -307,7 +309,7 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
     (out / "crossover.json").write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
     if not any_compared(res):
         # one line, not a table of dashes and a screen of flags: the stages are in run.json, the flags in the report
-        print(f"loadgen: error: {nothing_compared(doc)}", file=sys.stderr)
+        print(f"loadgen: {'' if stopped else 'error: '}{nothing_compared(doc)}", file=sys.stderr)
         code = 1
     else:
         print(crossover_tables(res, doc=doc, verbose=args.verbose))
@@ -325,11 +327,12 @@ def _analyse_and_report(doc: dict, out: Path, args) -> int:
 
 
 def any_compared(res: dict) -> bool:
-    """Whether the deciding metric was compared at some concurrency of some workload (two or more configurations)."""
-    metric = res.get("decides", PRIMARY)
-    if res.get("configs"):
-        return any(metric in per for per in res["configs"].values())
-    return any(metric in per and per[metric]["analysis"]["comparisons"] for per in res["workloads"].values())
+    """Whether some workload has a concurrency whose stages of two configurations both measured their load (their
+    metrics may still have too few samples: the tables say so); with three or more configurations, whether the
+    deciding metric was compared over them anywhere."""
+    if res.get("configs") and any(res.get("decides", PRIMARY) in per for per in res["configs"].values()):
+        return True
+    return any((cov or {}).get("compared") for cov in (res.get("coverage") or {}).values())
 
 
 def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:

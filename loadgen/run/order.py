@@ -361,6 +361,8 @@ class Schedule:
         and its first request streams, the window and its closing scrape, from a server that keeps up.
         None with no request duration to go by."""
         s = self.slots[i]
+        if self.duration_s is None:  # a window of N requests: its length is not known in seconds
+            return None
         if self.durations.guess(s.target.label, s.workload, s.concurrency, anywhere="near") is None:
             return None
         spec = self.spec(i, None, scaled=False, anywhere="near")
