@@ -30,12 +30,15 @@ def sim_starved(s: dict) -> bool:
 
 def not_comparable(s: dict) -> str:
     """Why a closed-loop stage did not measure the load it claims, in one line ("" when it did): the server's
-    own running gauge below C (or above it: other traffic), or users whose first request was not yet
-    streaming when the window opened. Such a stage is named and not compared, never a winner with a flag: on
+    own running gauge below C (or above it: other traffic), users whose first request was not yet streaming
+    when the window opened, or a server that failed every request. Such a stage is named and not compared, never a winner with a flag: on
     an H200 a baseline stage at C=256 whose server ran a median of 36 requests read as speculation +99.7 %.
     A server at its own cap ("capped") measured its load: the rest of C queued. One request short is not
     enough: a closed loop's user is between requests at some scrapes (a simulator stage at C=4 with 32-token
     requests read 3, 3 and 4, "below C" by the check's 90 %)."""
+    req = s.get("requests") or {}
+    if req.get("failed") and not req.get("completed"):
+        return f"every request failed ({req['failed']})"
     running = ((s.get("server") or {}).get("checks") or {}).get("running") or {}
     c = s.get("concurrency")
     if running.get("verdict") == "below C" and running["running_p50"] < c - 1:
