@@ -21,7 +21,9 @@ import orjson
 from loadgen.bench.procs import pinned, schedserver
 from loadgen.bench.sendlog import summarize, truth_record
 from loadgen.request import GenRequest
-from loadgen.run.runner import RunOptions, StageSpec, new_event_loop, run_stage_processes
+from loadgen.client.loops import new_event_loop
+from loadgen.run.processes import run_stage_processes
+from loadgen.run.spec import RunOptions, StageSpec
 from loadgen.client.target import Target
 
 

@@ -28,7 +28,8 @@ import urllib.request
 import orjson
 
 from loadgen.bench.procs import pinned
-from loadgen.run.runner import RunOptions, run_stage_processes
+from loadgen.run.processes import run_stage_processes
+from loadgen.run.spec import RunOptions
 from loadgen.run.ramp import warmed_spec
 from loadgen.sim.process import SimProcess
 from loadgen.client.target import Target

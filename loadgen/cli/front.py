@@ -27,7 +27,7 @@ from loadgen.run.probe import probe_target
 from loadgen.run.order import OpenPlan
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter, load_for_resume
-from loadgen.run.runner import RunOptions
+from loadgen.run.spec import RunOptions
 from loadgen.settings import flags, recorded
 from loadgen.settings.knobs import Settings
 

@@ -9,7 +9,6 @@ finished :class:`loadgen.stage.result.StageResult` s, written as each stage ends
 - ``spec``: what a stage is asked to do; ``window``: its bookkeeping;
 - ``lifecycle``: the one window lifecycle (warm-up until steady, open/close, cool-down, cut,
   notes), used by ``stage`` (one process), ``processes`` (N processes) and the Locust stage;
-- ``runner``: the names callers import, in one place;
 - ``orchestrate``/``probe``: starting servers and asking them what they are;
 - the server's own ``/metrics`` view of each window is loadgen.serverview (a ServerWatch per stage);
 - ``results``: the result files; ``progress``: the live progress line.

@@ -221,7 +221,7 @@ class StageResult:
     incomplete: bool = False
     notes: list[str] = field(default_factory=list)
     cut: dict | None = None
-    """Where the stage was cut short: {"phase", "at_s", "by"} (loadgen.run.runner.Cut); None if it ran out."""
+    """Where the stage was cut short: {"phase", "at_s", "by"} (loadgen.run.spec.Cut); None if it ran out."""
     server: dict | None = None
     """The server's own view of the window (loadgen.serverview), None when not scraped."""
     cache_reset: dict | None = None

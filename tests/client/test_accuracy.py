@@ -10,7 +10,8 @@ from loadgen.bench.sendlog import compare, truth_record
 from loadgen.client.stream import StreamClient
 from loadgen.client.protocols import get_protocol
 from loadgen.request import GenRequest
-from loadgen.run.runner import frozen_heap, new_event_loop
+from loadgen.client.loops import new_event_loop
+from loadgen.run.lifecycle import frozen_heap
 
 from loadgen.bench.procs import pinned, schedserver
 

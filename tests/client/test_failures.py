@@ -10,7 +10,8 @@ from aiohttp import web
 from loadgen.client.stream import StreamClient, Timeouts
 from loadgen.client.protocols import get_protocol
 from loadgen.request import GenRequest
-from loadgen.run.runner import RunOptions, StageSpec, run_stage
+from loadgen.run.spec import RunOptions, StageSpec
+from loadgen.run.stage import run_stage
 from loadgen.client.target import Target
 
 REQ = GenRequest(workload="w", prompt="hi", max_tokens=4)

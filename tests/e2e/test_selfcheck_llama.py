@@ -22,7 +22,8 @@ from loadgen.bench.client_bench import RequestCycle
 from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME
 from loadgen.request import GenRequest
-from loadgen.run.runner import RunOptions, StageSpec, run_stage_processes
+from loadgen.run.processes import run_stage_processes
+from loadgen.run.spec import RunOptions, StageSpec
 from loadgen.client.target import Target
 from loadgen.stage.selfcheck import assess
 

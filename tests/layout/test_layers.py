@@ -33,8 +33,8 @@ RANK = {
     "locust": 11,
 }
 TOP_LEVEL = {"__init__", "errors", "request", "record", "histograms", "redact"}
-# The package's entry point (`python -m loadgen`) and the deprecated import path for plugins.
-FACE = {"__main__", "workload"}
+# The package's entry point (`python -m loadgen`).
+FACE = {"__main__"}
 
 
 def modules() -> dict[str, Path]:

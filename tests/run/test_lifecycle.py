@@ -13,7 +13,8 @@ import time
 from loadgen.bench.client_bench import RequestCycle
 from loadgen.bench.procs import schedserver
 from loadgen.request import GenRequest
-from loadgen.run.runner import RunOptions, StageSpec, run_stage_sync
+from loadgen.run.spec import RunOptions, StageSpec
+from loadgen.run.stage import run_stage_sync
 from loadgen.client.target import Target
 
 
@@ -53,7 +54,7 @@ def test_interrupted_warmup_is_noted_as_such(live, tmp_path):
     """SIGTERM during a long warm-up: the stage is kept, cut in the warm-up, and says only that (before:
     "cool-down exceeded 600 s", "N of M users had not finished a first request", "no request started")."""
     out = tmp_path / "run.json"
-    p = _start(out, "--concurrency", "4", "--warmup", "60s", "--duration", "5s")
+    p = _start(out, "--ladder", "4", "--warmup", "60s", "--duration", "5s")
     _stderr_until(p, "[1/1]")  # the stage has begun: its warm-up lasts 60 s
     time.sleep(1.0)
     p.send_signal(signal.SIGTERM)
@@ -72,7 +73,7 @@ def test_interrupted_window_with_two_processes_is_kept_with_progress(live, tmp_p
     """--processes 2: progress lines appear and the interrupted stage is kept, marked incomplete,
     its window cut where it was (before: no progress line, and the stage missing from run.json)."""
     out = tmp_path / "run.json"
-    p = _start(out, "--concurrency", "4", "--warmup", "0.5s", "--duration", "60s", "--processes", "2")
+    p = _start(out, "--ladder", "4", "--warmup", "0.5s", "--duration", "60s", "--processes", "2")
     seen = _stderr_until(p, "window", timeout_s=60)  # the merged progress line: the window is open
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=90)
@@ -88,7 +89,7 @@ def test_interrupted_window_with_two_processes_is_kept_with_progress(live, tmp_p
 
 def test_max_stage_time_cuts_the_stage_and_the_ladder_goes_on(live, tmp_path):
     out = tmp_path / "run.json"
-    p = _start(out, "--concurrency", "1,2", "--warmup", "0.5s", "--duration", "30s", "--max-stage-time", "4s")
+    p = _start(out, "--ladder", "1,2", "--warmup", "0.5s", "--duration", "30s", "--max-stage-time", "4s")
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     stages = _stages(out)
@@ -107,7 +108,7 @@ def test_max_stage_time_cuts_the_stage_and_the_ladder_goes_on(live, tmp_path):
 def test_max_run_time_stops_the_run_and_says_what_was_not_run(live, tmp_path):
     out = tmp_path / "run.json"
     # each stage gets at least its warm-up and a second of window (2 s): three fit in 6 s, the fourth does not
-    p = _start(out, "--concurrency", "1,2,3,4", "--warmup", "1s", "--duration", "3s", "--max-run-time", "6s")
+    p = _start(out, "--ladder", "1,2,3,4", "--warmup", "1s", "--duration", "3s", "--max-run-time", "6s")
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     doc = json.loads(out.read_text())

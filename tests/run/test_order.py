@@ -5,7 +5,7 @@ import pytest
 from loadgen.client.target import Target
 from loadgen.run.order import Durations, Schedule, fixed_spec, stage_order
 from loadgen.run.ramp import RampPlan
-from loadgen.run.runner import RunOptions
+from loadgen.run.spec import RunOptions
 
 
 def _targets():

@@ -3,7 +3,8 @@
 from loadgen.bench.client_bench import RequestCycle
 from loadgen.bench.procs import schedserver
 from loadgen.request import GenRequest
-from loadgen.run.runner import RunOptions, StageSpec, run_stage_processes
+from loadgen.run.processes import run_stage_processes
+from loadgen.run.spec import RunOptions, StageSpec
 from loadgen.client.target import Target
 
 

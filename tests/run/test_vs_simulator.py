@@ -12,7 +12,7 @@ from loadgen.bench.procs import pinned
 from loadgen.client.stream import StreamClient
 from loadgen.client.protocols import get_protocol
 from loadgen.request import GenRequest
-from loadgen.run.runner import new_event_loop
+from loadgen.client.loops import new_event_loop
 from loadgen.sim.process import SimProcess
 
 async def _drive(url, protocol, concurrency, per_user):

@@ -70,7 +70,8 @@ def test_run_in_the_sglang_flavour_counts_what_the_client_counted(favoured, tmp_
 def _stage_with_metrics_from(metrics_url: str, interval_s: float = 0.2):
     from loadgen.client.target import Target
     from loadgen.request import GenRequest
-    from loadgen.run.runner import RunOptions, StageSpec, run_stage_processes
+    from loadgen.run.processes import run_stage_processes
+    from loadgen.run.spec import RunOptions, StageSpec
     from loadgen.serverview.watch import ServerWatch
     from loadgen.sim.process import SimProcess
 

@@ -21,7 +21,8 @@ from loadgen.bench.sendlog import summarize, truth_record
 from loadgen.histograms import Hist
 from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
-from loadgen.run.runner import RunOptions, StageSpec, run_stage_processes
+from loadgen.run.processes import run_stage_processes
+from loadgen.run.spec import RunOptions, StageSpec
 from loadgen.stage.selfcheck import assess, step_gap_us
 from loadgen.sim.process import SimProcess
 from loadgen.stage.result import ClientHealth, StageAccumulator, StageResult
