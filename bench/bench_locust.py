@@ -110,7 +110,7 @@ def pinned_env_cmd(cmd: list[str], cpu: int | None) -> list[str]:
 
 
 def run_runner(url: str, a, out: Path, cpu) -> dict:
-    cmd = [sys.executable, "-m", "loadgen", "run", "--url", url, "--concurrency", str(a.concurrency),
+    cmd = [sys.executable, "-m", "loadgen", "run", "--url", url, "--ladder", str(a.concurrency),
            "--duration", f"{a.duration}s", "--warmup", f"{a.warmup}s", "--max-tokens", str(a.max_tokens),
            "--label", "runner", "--out", str(out)]
     subprocess.run(pinned_env_cmd(cmd, cpu), check=True, cwd=ROOT, stdout=subprocess.DEVNULL,

@@ -42,7 +42,7 @@ def one_run(profile: str, seed: int, ladder: str, time_scale: float, duration: s
         t0 = time.monotonic()
         p = subprocess.run(
             [sys.executable, "-m", "loadgen", "crossover", "--sim-profile", profile, "--seed", str(seed),
-             "--ladder", ladder, "--workloads", "chat", "--max-tokens", OUTPUT_TOKENS, "--ignore-eos",
+             "--ladder", ladder, "--workload", "chat", "--max-tokens", OUTPUT_TOKENS, "--ignore-eos",
              "--sim-time-scale", str(time_scale), "--duration", duration, "--warmup", "2s",
              "--refine", "--refine-budget", str(budget), "--out", str(out), "--no-report"],
             capture_output=True, text=True)

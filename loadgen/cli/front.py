@@ -50,7 +50,7 @@ def resumed_args(args, command: str, defaults: dict) -> tuple[argparse.Namespace
         own = {n: getattr(args, n) for n in defaults if n in recorded.NOT_COMPARED}  # e.g. --no-report
         p = argparse.ArgumentParser(prog=f"loadgen {command}")
         flags.register(p, command)
-        old = list(doc["run"].get("argv") or [])
+        old = flags.current_names(list(doc["run"].get("argv") or []), command)  # recorded before a rename
         if any(redact.MASK in str(a) for a in old):
             raise LoadgenError(f"--resume {path}: its recorded flags hold credentials, written masked: give the "
                                "run's flags again")

@@ -1,7 +1,8 @@
 """Wiring the ramp into Locust's events (a locustfile calls :func:`install` once).
 
 - ``init_command_line_parser``: loadgen's options (``--ladder``, ``--warmup``, ...), generated
-  from the one definition in settings/knobs.py (old names such as ``--stage-duration`` still work).
+  from the one definition in settings/knobs.py (an old name such as ``--stage-duration`` is one line naming its
+  flag, exit status 2).
   The config (Locust's own ``--config FILE.toml``) and options are checked right
   after Locust parses its command line — before ``--processes`` forks and before
   any load: a bad key, type or ladder, or an unreachable target, is one line

@@ -1,14 +1,13 @@
 """The flags of every front, derived from :mod:`loadgen.settings.knobs`.
 
 In: an argparse parser and a front ("run", "crossover"), or Locust's parser; later the parsed
-namespace. Out: the flags registered (old names as aliases that print one deprecation line),
+namespace. Out: the flags registered (each removed old name a one-line error naming its flag),
 each front's defaults, and :func:`typed`: the namespace as a typed :class:`Settings`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from loadgen.settings.knobs import Knob, Settings, knobs
@@ -18,22 +17,36 @@ SECTIONS = {"target": "target", "stages": "stages", "traffic": "traffic", "outpu
 SIM_WHEN = {"run": "when --url is omitted", "crossover": "when no URL is given"}
 
 
-def note_deprecated(used: str, canonical: str) -> None:
-    sys.stderr.write(f"loadgen: note: {used} is deprecated; use {canonical}\n")
-    sys.stderr.flush()
+def renamed_error(used: str, canonical: str) -> str:
+    return f"loadgen: error: {used} was renamed: use {canonical}"
 
 
-def _deprecating(base: type[argparse.Action], canonical: str, aliases: tuple[str, ...]) -> type[argparse.Action]:
-    """``base`` (store, store_true, append) that says so when called by one of its old names."""
+def _renamed(canonical: str) -> type[argparse.Action]:
+    """The action of a removed old name: one line naming ``canonical`` and exit status 2 (argparse's
+    ``parser.exit``, so Locust's parser and its config files say it the same way), no usage, no traceback."""
 
-    class Deprecating(base):  # type: ignore[misc, valid-type]
+    class Renamed(argparse.Action):
         def __call__(self, parser, namespace, values, option_string=None):
-            if option_string in aliases:
-                note_deprecated(option_string, canonical)
-            super().__call__(parser, namespace, values, option_string)
+            parser.exit(2, renamed_error(option_string, canonical) + "\n")
 
-    Deprecating.__name__ = f"Deprecating{base.__name__}"
-    return Deprecating
+    return Renamed
+
+
+def _renamed_kwargs(k: Knob) -> dict[str, Any]:
+    # A value or none (the error comes either way); hidden from --help and from namespaces.
+    return {"dest": "renamed", "default": argparse.SUPPRESS, "help": argparse.SUPPRESS, "nargs": "?",
+            "action": _renamed(k.flag)}
+
+
+def current_names(argv: list[str], front: str) -> list[str]:
+    """``argv`` with each removed old name as its flag: the flags a run.json recorded before the names went
+    (``--resume`` goes on with them)."""
+    new = {old: k.flag for _, k in knobs(front) for old in k.renamed}
+    out = []
+    for a in argv:
+        name, eq, value = a.partition("=")
+        out.append(new[name] + eq + value if name in new else a)
+    return out
 
 
 def _kwargs(parser, name: str, k: Knob, front: str) -> dict[str, Any]:
@@ -48,8 +61,7 @@ def _kwargs(parser, name: str, k: Knob, front: str) -> dict[str, Any]:
             kw["choices"] = k.choices
         if k.metavar:
             kw["metavar"] = k.metavar
-    base = parser._registry_get("action", k.action)
-    kw["action"] = _deprecating(base, k.flag, k.aliases) if k.aliases else k.action
+    kw["action"] = k.action
     return kw
 
 
@@ -62,7 +74,9 @@ def register(parser: argparse.ArgumentParser, front: str) -> None:
         mine = [(name, k) for name, k in own if k.section == section]
         g = parser.add_argument_group(title) if mine else None
         for name, k in mine:
-            g.add_argument(k.flag, *k.aliases, **_kwargs(parser, name, k, front))
+            g.add_argument(k.flag, **_kwargs(parser, name, k, front))
+            if k.renamed:
+                g.add_argument(*k.renamed, **_renamed_kwargs(k))
 
 
 def add_locust_options(parser) -> None:
@@ -70,7 +84,9 @@ def add_locust_options(parser) -> None:
     include_in_web_ui (its groups do not), and the options then show, editable, in the web UI's start form
     (by dest: the form's field is the option's name with underscores)."""
     for name, k in knobs("locust"):
-        parser.add_argument(k.flag, *k.aliases, include_in_web_ui=k.web_ui, **_kwargs(parser, name, k, "locust"))
+        parser.add_argument(k.flag, include_in_web_ui=k.web_ui, **_kwargs(parser, name, k, "locust"))
+        if k.renamed:
+            parser.add_argument(*k.renamed, include_in_web_ui=False, **_renamed_kwargs(k))
 
 
 def locust_keys() -> tuple[str, ...]:

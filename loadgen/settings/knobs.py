@@ -1,4 +1,4 @@
-"""Every knob of every front, defined once: its flag, old names, help, parser, default, TOML key, fronts.
+"""Every knob of every front, defined once: its flag, removed old names, help, parser, default, TOML key, fronts.
 
 In: nothing (a definition). Out: :class:`Settings`, a dataclass whose fields carry a
 :class:`Knob` in their metadata, and the defaults every front and the TOML config share.
@@ -64,8 +64,8 @@ class Knob:
     flag: str | None
     """Canonical flag (``--ladder``); None: a TOML key only."""
     help: str = ""
-    aliases: tuple[str, ...] = ()
-    """Old names: still accepted, each use prints one deprecation line to stderr."""
+    renamed: tuple[str, ...] = ()
+    """Old names, removed: each use is a one-line error naming ``flag`` (exit status 2; settings/flags.py)."""
     fronts: tuple[str, ...] = CLI
     """Which fronts have the flag ("run", "crossover", "locust")."""
     default: Any = None
@@ -143,7 +143,7 @@ class Settings:
 
     # stages
     ladder: list[int] | None = knob(
-        "--ladder", "concurrency ladder, comma-separated (default {default})", aliases=("--concurrency",),
+        "--ladder", "concurrency ladder, comma-separated (default {default})", renamed=("--concurrency",),
         fronts=FRONTS, default=ladder_text(LADDER), default_by={"run": ladder_text(RUN_LADDER)},
         help_by={"locust": f"concurrency ladder, e.g. 1,2,5,10 (default {ladder_text(LADDER)})"},
         parse=parse.ladder, toml="run.ladder", attr="ladder", check="ladder", section="stages")
@@ -187,21 +187,21 @@ class Settings:
         parse=_dur, toml="run.warmup", attr="warmup_s", check="seconds", check_kw={"allow_zero": True},
         section="stages")
     duration: float | None = knob(
-        "--duration", "steady window per stage (default {default})", aliases=("--stage-duration",), fronts=FRONTS,
+        "--duration", "steady window per stage (default {default})", renamed=("--stage-duration",), fronts=FRONTS,
         default=seconds_text(DURATION_S), default_by={"crossover": None},
         help_by={"crossover": f"steady window per stage (default {seconds_text(DURATION_S)}; "
                               f"{seconds_text(SIM_DURATION_S)} on the simulator)",
                  "locust": f"steady window per stage (default {seconds_text(DURATION_S)})"},
         parse=_dur, toml="run.duration", attr="duration_s", check="seconds", section="stages")
     requests: int | None = knob(
-        "--requests", "close each window after N requests instead", aliases=("--stage-requests",), fronts=FRONTS,
+        "--requests", "close each window after N requests instead", renamed=("--stage-requests",), fronts=FRONTS,
         type=int, toml="run.requests", attr="requests", check="integer", check_kw={"lo": 1}, section="stages")
     seed: int | None = knob(
         "--seed", "prompt sequence seed (default 0)", fronts=FRONTS, default=0, type=int, toml="run.seed",
         attr="seed", check="integer", section="traffic")
     workload: str | None = knob(
         "--workload", "workload name, mix 'code:2,chat:1', or a .jsonl file (default {default})",
-        aliases=("--workloads",), fronts=FRONTS, default=WORKLOAD,
+        renamed=("--workloads",), fronts=FRONTS, default=WORKLOAD,
         help_by={"crossover": "workloads, comma-separated; each gets its own ladder (a --config's one workload, "
                               f"even a mix, is one) (default {WORKLOAD})",
                  "locust": f"workload name, mix 'code:2,chat:1' or .jsonl (default {WORKLOAD})"},

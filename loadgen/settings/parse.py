@@ -21,7 +21,7 @@ def duration(text: str, what: str = "--duration") -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def ladder(text: str, what: str = "--concurrency") -> list[int]:
+def ladder(text: str, what: str = "--ladder") -> list[int]:
     """'1,2,5,10' → [1, 2, 5, 10]: positive and strictly increasing."""
     try:
         values = [int(x) for x in str(text).split(",") if x.strip()]

@@ -145,7 +145,7 @@ def test_errors_are_one_line(tmp_path):
     cases = [
         (["--baseline-url", "http://127.0.0.1:9"], "give both"),
         (["--from", str(tmp_path / "missing")], "not found"),
-        (["--workloads", "nosuch", "--ladder", "1"], "nosuch"),
+        (["--workload", "nosuch", "--ladder", "1"], "nosuch"),
         (["--config", str(tmp_path / "nope.toml")], "config file not found"),
     ]
     bad = tmp_path / "bad.toml"

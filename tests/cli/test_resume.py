@@ -131,6 +131,18 @@ def test_resume_goes_on_where_the_run_was(tmp_path):
     assert p.returncode == 2 and "a resumed run goes on where it was" in p.stderr, p.stderr
 
 
+def test_flags_recorded_under_an_old_name_resume_as_its_flag(tmp_path):
+    """A run.json written before the old names went (issue 28) holds them in its argv: --resume reads them as
+    their flags (here the recorded ladder is read, and differs from the recorded settings)."""
+    d = fake_run(tmp_path / "r", {"ladder": [1, 5]})
+    doc = json.loads((d / "run.json").read_text())
+    doc["run"]["argv"] = ["crossover", "--concurrency=1,5,10", "--workloads", "code"]
+    (d / "run.json").write_text(json.dumps(doc))
+    p = in_process("crossover", "--resume", str(d))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "--ladder: the run had 1,5, this invocation 1,5,10" in p.stderr, p.stderr
+
+
 def test_credentials_written_masked_are_not_a_difference_and_not_reused(tmp_path):
     """run.json holds a header's value masked: the same flags given again compare equal (here the first
     difference is a later knob); --resume alone, whose recorded flags would send the mask, is refused."""

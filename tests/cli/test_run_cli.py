@@ -8,7 +8,7 @@ from tests.cli.runner import in_process, start, stderr_until
 
 def test_run_against_the_embedded_simulator(cli, tmp_path):
     out = tmp_path / "run.json"
-    p = cli("run", "--concurrency", "1,3", "--duration", "2s", "--warmup", "0.5s", "--sim-time-scale", "10",
+    p = cli("run", "--ladder", "1,3", "--duration", "2s", "--warmup", "0.5s", "--sim-time-scale", "10",
                 "--sim-mode", "spec", "--workload", "predictable", "--out", str(out))
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
@@ -29,7 +29,7 @@ def test_run_against_the_embedded_simulator(cli, tmp_path):
 def test_ctrl_c_keeps_finished_stages(live, tmp_path):
     out = tmp_path / "run.json"
     # cut at the second stage's first progress line (1 s in), 3 s before its window ends
-    p = start("run", "--concurrency", "1,2,3", "--duration", "4s", "--warmup", "0.2s", "--sim-time-scale", "10",
+    p = start("run", "--ladder", "1,2,3", "--duration", "4s", "--warmup", "0.2s", "--sim-time-scale", "10",
               "--out", str(out))
     try:
         head = stderr_until(p, "C=2: ")  # the second stage's first progress line: its signal handler is set
@@ -68,7 +68,7 @@ def test_warmup_covers_users_queued_behind_the_running_cap(cli, tmp_path):
 
     out = tmp_path / "run.json"
     with SimProcess(mode="baseline", time_scale=20, extra_args=["--max-running-requests", "4"]) as sim:
-        p = cli("run", "--url", sim.url, "--concurrency", "2,12", "--duration", "1s", "--warmup", "0.01s",
+        p = cli("run", "--url", sim.url, "--ladder", "2,12", "--duration", "1s", "--warmup", "0.01s",
                     "--max-tokens", "60", "--ignore-eos", "--out", str(out))
     assert p.returncode == 0, p.stderr
     stages = json.loads(out.read_text())["stages"]
@@ -79,7 +79,7 @@ def test_warmup_covers_users_queued_behind_the_running_cap(cli, tmp_path):
 
 def test_the_embedded_simulator_injects_faults_and_the_stage_counts_them(cli, tmp_path):
     out = tmp_path / "run.json"
-    p = cli("run", "--concurrency", "3", "--duration", "1.5s", "--warmup", "0.3s", "--sim-time-scale", "10",
+    p = cli("run", "--ladder", "3", "--duration", "1.5s", "--warmup", "0.3s", "--sim-time-scale", "10",
                 "--max-tokens", "20", "--sim-faults", "http503=0.2,truncate=0.2", "--out", str(out))
     assert p.returncode == 0, p.stderr
     req = json.loads(out.read_text())["stages"][0]["requests"]

@@ -1,6 +1,6 @@
 """One definition of every knob (settings/knobs.py): the flags of `loadgen run` and `loadgen crossover`, their
-old names, the TOML keys crossover reads and the defaults all come from it (the Locust ramp's options:
-tests/locust/test_config.py)."""
+removed old names (each a one-line error naming its flag), the TOML keys crossover reads and the defaults all
+come from it (the Locust ramp's options: tests/locust/test_config.py)."""
 
 import argparse
 import importlib
@@ -15,9 +15,12 @@ from loadgen.settings import config as cfgmod
 from loadgen.settings import flags
 from loadgen.settings import knobs as K
 
+from tests.cli.runner import in_process
+
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every flag each front had before the one definition (measured on main, 5c03b54): none may go.
+# Every flag each front had before the one definition (measured on main, 5c03b54): none may go (an old name
+# stays registered, as a one-line error naming its flag: RENAMED).
 OLD = {
     "run": {"--url", "--protocol", "--model", "--label", "--concurrency", "--duration", "--requests", "--warmup",
             "--max-stage-time", "--max-run-time", "--workload", "--max-tokens", "--prompt-tokens", "--ignore-eos",
@@ -30,8 +33,8 @@ OLD = {
                   "--read-timeout", "--refine", "--refine-width", "--refine-budget", "--confidence", "--no-report",
                   "--sim-profile", "--sim-time-scale"},
 }
-# (old name, canonical name, a value)
-ALIASES = [("--concurrency", "--ladder", "1,3"), ("--workloads", "--workload", "code"),
+# (old name, its flag, a value): the old names are gone (issue 28: no released users), each a one-line error
+RENAMED = [("--concurrency", "--ladder", "1,3"), ("--workloads", "--workload", "code"),
            ("--stage-duration", "--duration", "7s"), ("--stage-requests", "--requests", "9")]
 
 
@@ -47,7 +50,7 @@ def strings(p) -> set[str]:
 
 
 def expected(front_: str) -> set[str]:
-    return {s for _, k in K.knobs(front_) for s in (k.flag, *k.aliases)}
+    return {s for _, k in K.knobs(front_) for s in (k.flag, *k.renamed)}
 
 
 def parse(front_: str, argv: list[str]):
@@ -63,23 +66,28 @@ def test_the_commands_have_exactly_the_defined_flags(command):
 
 
 @pytest.mark.parametrize("front_", ["run", "crossover"])
-@pytest.mark.parametrize("old,new,value", ALIASES)
-def test_old_names_still_work_and_say_so_once(front_, old, new, value, capsys):
+@pytest.mark.parametrize("old,new,value", RENAMED)
+def test_an_old_name_is_one_line_naming_its_flag_which_works(front_, old, new, value, tmp_path):
     if old not in expected(front_):
         pytest.skip("no such knob on this front")
-    with_new = vars(parse(front_, [new, value]))
-    assert capsys.readouterr().err == ""
-    with_old = vars(parse(front_, [old, value]))
-    assert with_old == with_new
-    assert capsys.readouterr().err.splitlines() == [f"loadgen: note: {old} is deprecated; use {new}"]
+    for given in ([old, value], [f"{old}={value}"], [old], [new, value, old, value]):
+        p = in_process(front_, *given, "--out", str(tmp_path / "o"))
+        assert (p.returncode, p.stdout, p.stderr.splitlines()) == (2, "", [f"loadgen: error: {old} was renamed: "
+                                                                           f"use {new}"]), given
+    name = next(n for n, k in K.knobs(front_) if k.flag == new)
+    p = in_process(front_, "--help")
+    assert p.returncode == 0 and f" {new}" in p.stdout and old not in p.stdout
+    args = parse(front_, [new, value])
+    assert not hasattr(args, "renamed")
+    assert getattr(flags.typed(args, front_), name) == {"1,3": [1, 3], "7s": 7.0, "9": 9}.get(value, value)
 
 
-def test_an_old_name_on_the_real_command_line_is_a_note_then_works(cli, tmp_path):
-    p = cli("run", "--url", "http://127.0.0.1:9", "--concurrency", "5,2", "--out", str(tmp_path / "x.json"),
-            timeout=120)
-    assert p.returncode == 2
-    assert p.stderr.splitlines() == ["loadgen: note: --concurrency is deprecated; use --ladder",
-                                     "loadgen: error: --ladder: concurrencies must increase, got '5,2'"]
+def test_the_flags_a_run_recorded_under_an_old_name_read_as_its_flag():
+    """--resume reads the flags run.json recorded (tests/cli/test_resume.py): those of a run before the rename."""
+    got = flags.current_names(["--concurrency", "1,2", "--workloads=code", "--label", "x", "--stage-duration=5s",
+                               "--stage-requests", "9", "--header=A=--workloads"], "crossover")
+    assert got == ["--ladder", "1,2", "--workload=code", "--label", "x", "--duration=5s", "--requests", "9",
+                   "--header=A=--workloads"]
 
 
 def test_a_toml_key_and_its_crossover_flag_set_the_same_setting(tmp_path):

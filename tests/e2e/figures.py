@@ -7,7 +7,7 @@ Starts the baseline and the speculative llama-server (tests/e2e/llama.py, both p
 last core), pins itself and loadgen to the other cores, and runs the user's path:
 
     loadgen crossover --baseline-url B --spec-url S --protocol chat \\
-        --ladder 1,2,4 --workloads predictable,code,freetext --max-tokens 96 ...
+        --ladder 1,2,4 --workload predictable,code,freetext --max-tokens 96 ...
 
 while scraping both servers' /metrics. It prints, per workload and concurrency, what loadgen
 reported — per-user decode rate (1 / TPOT p50), output throughput, the speculative server's
@@ -96,7 +96,7 @@ def main() -> None:
         pollers = {"baseline": stack.enter_context(MetricsPoller(base.url)),
                    "spec": stack.enter_context(MetricsPoller(spec.url))}
         cmd = LOADGEN + ["crossover", "--baseline-url", base.url, "--spec-url", spec.url, "--protocol", args.protocol,
-                         "--model", "gemma", "--ladder", args.ladder, "--workloads", args.workloads,
+                         "--model", "gemma", "--ladder", args.ladder, "--workload", args.workloads,
                          "--max-tokens", args.max_tokens, "--duration", args.duration, "--warmup", args.warmup,
                          "--seed", args.seed, "--out", str(out)]
         print(" ".join(cmd[2:]), file=sys.stderr, flush=True)

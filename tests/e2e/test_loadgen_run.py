@@ -147,7 +147,7 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
     # requests that found the server dead, however fast it ran
     n = 12
     with LlamaServer(model=llama_model, binary=llama_binary, cpu=llama_server_cpu, name="doomed") as srv:
-        cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--concurrency", "2,4",
+        cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--ladder", "2,4",
                          "--requests", str(n), "--warmup", "0s", "--workload", "freetext", "--max-tokens", "24",
                          "--out", str(out)]
         cpus = client_cpus(llama_server_cpu)
@@ -194,7 +194,7 @@ def test_streams_ending_together_do_not_fail(llama_baseline: str, llama_server_c
     wl.write_text("".join(json.dumps({"prompt": f"Count from one to ten, take {i:02d}:", "max_tokens": 8}) + "\n"
                           for i in range(60)))
     out = tmp_path / "run.json"
-    proc = run_cli(LOADGEN + ["run", "--url", llama_baseline, "--protocol", "completions", "--concurrency", "4",
+    proc = run_cli(LOADGEN + ["run", "--url", llama_baseline, "--protocol", "completions", "--ladder", "4",
                               "--requests", "12", "--warmup", "0s", "--workload", str(wl), "--out", str(out)],
                    cpus=client_cpus(llama_server_cpu), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

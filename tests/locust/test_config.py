@@ -138,47 +138,49 @@ OLD_OPTIONS = {"--ladder", "--warmup", "--stage-duration", "--stage-requests", "
                "--sim-time-scale", "--sim-profile", "--keep-parts"}  # before the one definition (5c03b54)
 
 
-def locust_parse(*argv: str) -> tuple[dict, list[str]]:
+def locust_parse(*argv: str, rc: int = 0) -> tuple[dict | None, list[str]]:
+    """Locust's parser with loadgen's options, given ``argv``: what it parsed (None when it exited ``rc`` != 0)
+    and loadgen's lines on stderr."""
     import json
     import subprocess
     import sys
 
     p = subprocess.run([sys.executable, "-c", LOCUST_PARSE, json.dumps(argv)], capture_output=True, text=True,
                        timeout=120)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout), [line for line in p.stderr.splitlines() if line.startswith("loadgen:")]
+    assert p.returncode == rc, p.stderr
+    return json.loads(p.stdout) if rc == 0 else None, [line for line in p.stderr.splitlines()
+                                                        if line.startswith("loadgen:")]
 
 
-def test_the_locust_options_are_the_defined_ones_and_every_old_one_works(live):
+def test_the_locust_options_are_the_defined_ones(live):
     from loadgen.settings import knobs as K
 
-    got, notes = locust_parse("--stage-duration", "7s", "--stage-requests", "9", "--ladder", "1,3",
-                              "--workloads", "code", "--concurrency", "1,3")
-    assert set(got["added"]) == {s for _, k in K.knobs("locust") for s in (k.flag, *k.aliases)}
-    assert OLD_OPTIONS <= set(got["added"])
+    got, notes = locust_parse("--duration", "7s", "--requests", "9", "--ladder", "1,3", "--workload", "code")
+    assert set(got["added"]) == {s for _, k in K.knobs("locust") for s in (k.flag, *k.renamed)}
+    assert OLD_OPTIONS <= set(got["added"])  # an old name stays registered, as a one-line error
     # read back from environment.parsed_options by these names; editable in the web UI's form but --keep-parts
     assert got["keys"] == [name for name, _ in K.knobs("locust")]
     assert set(got["keys"]) - {"keep_parts"} <= set(got["web_ui"]) and "keep_parts" not in got["web_ui"]
+    assert "renamed" not in got["web_ui"]
     assert got["ns"] == {"ladder": "1,3", "warmup": None, "duration": "7s", "requests": "9", "seed": None,
-                             "workload": "code", "out": None, "server_metrics_interval": None,
-                             "reset_cache": False, "keep_parts": False, "sim_profile": None,
-                             "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_modes": None,
-                             "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None}
-    assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration",
-                     "loadgen: note: --stage-requests is deprecated; use --requests",
-                     "loadgen: note: --workloads is deprecated; use --workload",
-                     "loadgen: note: --concurrency is deprecated; use --ladder"]
-    new, none = locust_parse("--duration", "7s", "--requests", "9", "--ladder", "1,3", "--workload", "code")
-    assert new["ns"] == got["ns"] and none == []
+                         "workload": "code", "out": None, "server_metrics_interval": None,
+                         "reset_cache": False, "keep_parts": False, "sim_profile": None,
+                         "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_modes": None,
+                         "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None}
+    assert notes == []
     cfg = cfgmod.with_overrides(cfgmod.RampConfig(), **got["ns"])
     assert (cfg.duration_s, cfg.requests, cfg.ladder, cfg.workload) == (7.0, 9, (1, 3), "code")
 
 
-def test_an_old_name_in_the_files_tool_locust_table_works(live, tmp_path):
+def test_each_old_name_is_one_line_naming_its_option(live, tmp_path):
+    """The old names are gone (issue 28): on the command line or in the file's [tool.locust] table, one line
+    naming the option, exit status 2."""
+    for old, new in [("--stage-duration", "--duration"), ("--stage-requests", "--requests"),
+                     ("--workloads", "--workload"), ("--concurrency", "--ladder")]:
+        assert locust_parse(old, "7", rc=2) == (None, [f"loadgen: error: {old} was renamed: use {new}"])
     (tmp_path / "x.toml").write_text('[tool.locust]\nstage-duration = "7s"\n')
-    got, notes = locust_parse("--config", str(tmp_path / "x.toml"))
-    assert got["ns"]["duration"] == "7s"
-    assert notes == ["loadgen: note: --stage-duration is deprecated; use --duration"]
+    assert locust_parse("--config", str(tmp_path / "x.toml"), rc=2) == (
+        None, ["loadgen: error: --stage-duration was renamed: use --duration"])
 
 
 # a Locust option's text and the same value in the TOML file, by how the knob is checked
