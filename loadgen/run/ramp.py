@@ -36,9 +36,6 @@ from loadgen.stage.saturation import saturation
 
 __all__ = ["NO_GUESS_MAX_WARMUP_S", "RampPlan", "e2e_guess", "log", "run_ramp", "warmed_spec"]
 
-_Durations = Durations  # the old private name
-_fmt_s = fmt_s
-
 
 @dataclass
 class RampPlan:
