@@ -191,8 +191,11 @@ def test_from_a_cut_run_says_what_was_not_compared(cli, two, tmp_path):
     again = cli("crossover", "--from", str(out))
     assert again.returncode == 0, again.stderr
     assert "workload code: NOT COMPARED" in again.stdout
-    assert ("code: not compared: no concurrency has complete stages of both targets (baseline: measured C=1, 4 "
-            "and did not run C=16; spec: did not run C=1, 4, 16") in again.stdout
+    # the baseline's C=4 may itself be not comparable (1 s windows of 32-token requests on a busy host: its users
+    # between requests at the scrapes); what this test reads is the cut plan's words
+    assert re.search(r"code: not compared: no concurrency has complete stages of both targets \(baseline: measured "
+                     r"C=1(, 4| and not comparable at C=4) and did not run C=16; spec: did not run C=1, 4, 16",
+                     again.stdout), again.stdout
     assert "  C=16 not compared: not run" in again.stdout.split("workload code")[0]
     assert "never loses" not in again.stdout and "no difference" not in again.stdout.split("workload code")[1]
     res = json.loads((out / "crossover.json").read_text())
@@ -275,7 +278,9 @@ def test_a_server_that_never_becomes_healthy_mid_ladder_keeps_what_was_measured(
     res = json.loads((out / "crossover.json").read_text())
     assert res["coverage"]["chat"]["status"] == "not compared"
     # the one line of a run with nothing compared, after the error that ended the run (not a second error)
-    assert "loadgen: nothing compared: 2 of 2 stages measured, without a comparable stage" in p.stderr, p.stderr
+    said = [x for x in p.stderr.splitlines() if "nothing compared" in x]
+    assert len(said) == 1 and said[0].startswith("loadgen: nothing compared: "), p.stderr  # not a second error
+    assert said[0].endswith("the run was cut by an error with 2 planned stages not run"), said
     assert nothing_listens(port)
 
 
