@@ -252,6 +252,16 @@ def fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
+def _within(bounds: tuple[float, float, float | None], remaining_s: float | None) -> tuple[float, float, float | None]:
+    """(low, typical, high) no later than what ``remaining_s`` of --max-run-time leaves (a stage that spends its
+    share is cut), and a high end then even before any duration is known."""
+    lo, mid, hi = bounds
+    if remaining_s is None:
+        return lo, mid, hi
+    end = max(0.0, remaining_s) + RUN_END_S
+    return min(lo, end), min(mid, end), (end if hi is None else min(hi, end))
+
+
 def fmt_span(lo: float, mid: float, hi: float | None) -> str:
     """An estimate as the log writes it: "about 5.5 min (4.2–9.8 min)", "about 40 s (30–95 s)"; with no upper
     end yet (a workload not measured), "about 77 s (65 s or more)", or "at least 4.8 min" with nothing measured."""
@@ -316,7 +326,7 @@ class Schedule:
         """(low, typical, high) seconds of the stages from ``first`` on. Low: warm-ups that end at the last
         user's start, requests as long as at the stage below (a server that keeps up), no cool-down.
         Typical: the budget's weights (:meth:`budget`). High: requests C/C' as long (a server whose
-        throughput stops growing), warm-ups to their caps, cool-downs of two requests; None while a stage
+        throughput stops growing), warm-ups to their caps, cool-downs of three requests; None while a stage
         has no request duration of its own workload to go by: the estimate then has no upper end."""
         idx = [j for j in range(first, len(self.slots)) if j not in skip]
         low = [self.spec(j, self.max_stage_s, scaled=False, anywhere="min").estimate_s("low") for j in idx]
@@ -336,21 +346,13 @@ class Schedule:
         """The time the stages from ``first`` on should take, "about T (low–high)" (:meth:`bounds`), the
         high end no later than what ``remaining_s`` (of --max-run-time) leaves: a stage that spends its
         share is cut."""
-        lo, mid, hi = self.bounds(first, this, skip)
-        if remaining_s is not None:
-            end = max(0.0, remaining_s) + RUN_END_S
-            lo, mid, hi = min(lo, end), min(mid, end), (end if hi is None else min(hi, end))
-        return fmt_span(lo, mid, hi)
+        return fmt_span(*_within(self.bounds(first, this, skip), remaining_s))
 
     def after(self, i: int, skip: frozenset[int] = frozenset(),
               remaining_s: float | None = None) -> tuple[float, float, float | None]:
         """The estimated seconds of the stages after stage ``i`` (the run's ETA beyond it): :meth:`bounds`, no
         later than what ``remaining_s`` (of --max-run-time, at stage ``i``'s start) leaves."""
-        lo, mid, hi = self.bounds(i + 1, skip=skip) if i + 1 < len(self.slots) else (0.0, 0.0, 0.0)
-        if remaining_s is not None:
-            end = max(0.0, remaining_s) + RUN_END_S
-            lo, mid, hi = min(lo, end), min(mid, end), (end if hi is None else min(hi, end))
-        return lo, mid, hi
+        return _within(self.bounds(i + 1, skip=skip) if i + 1 < len(self.slots) else (0.0, 0.0, 0.0), remaining_s)
 
     def least_s(self) -> float:
         """A stage needs its minimum warm-up and a second of window to measure anything."""
