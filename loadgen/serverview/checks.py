@@ -20,6 +20,10 @@ TOKENS_AGREE_PCT = 1.0
 RUNS_C = 0.9
 """The running batch "is" C when its median over the window is at least 90 % of C (a closed-loop user
 is briefly between requests: on the simulator the median was C and the mean 0.95-0.99 C)."""
+RUNNING_MIN_READINGS = 3
+"""A median of two readings is the window's opening and closing scrapes only, and a count window's closing
+scrape follows its last request's end by construction: a simulator stage at C=2 of 8 requests (0.2 s, no
+sample inside) read 1 and 0 on a busy host. Fewer readings than this are "too few readings", not "below C"."""
 
 
 @dataclass
@@ -199,7 +203,9 @@ def running_check(block: dict, view: ClientView) -> dict:
         # the arrivals set the batch; its mean and the queue are what the rate analysis reads
         out["verdict"] = "open loop"
         return out
-    if g["p50"] >= RUNS_C * expect:
+    if g["n"] < RUNNING_MIN_READINGS:
+        out["verdict"] = "too few readings"
+    elif g["p50"] >= RUNS_C * expect:
         out["verdict"] = "runs C" if expect == c else "capped"
     else:
         out["verdict"] = "below C"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import time
 
+from loadgen.analysis.coverage import not_comparable
 from loadgen.serverview.checks import ClientView, Ended, add_checks
 from loadgen.serverview.page import parse
 from loadgen.serverview.reset import reset_cache
@@ -141,6 +142,16 @@ def test_the_running_batch_below_c_capped_and_above() -> None:
     assert capped["checks"]["running"]["verdict"] == "capped" and "its cap of 8" in capped["notes"][0]
     above = add_checks(_llama_block(0, 0, 0, 0, (4, 12, 4)), ClientView(4, 1, ended))
     assert above["checks"]["running"]["verdict"] == "above C"
+    # the opening and closing scrapes alone (a 0.2 s count window at C=2 on a busy host read 1 and 0) do not
+    # judge the load: no note, and the stage stays comparable; a third reading makes the median a judgement
+    edges = add_checks(_llama_block(0, 0, 0, 0, (1, 0)), ClientView(2, 1, ended))
+    assert edges["checks"]["running"]["verdict"] == "too few readings" and edges["notes"] == []
+    assert not_comparable({"concurrency": 2, "server": edges}) == ""
+    three = add_checks(_llama_block(0, 0, 0, 0, (0, 0, 1)), ClientView(2, 1, ended))
+    assert three["checks"]["running"]["verdict"] == "below C"
+    assert "median of 0 of its 2" in not_comparable({"concurrency": 2, "server": three})
+    two_above = add_checks(_llama_block(0, 0, 0, 0, (2, 9)), ClientView(2, 1, ended))
+    assert two_above["checks"]["running"]["verdict"] == "above C"
 
 
 def test_per_step_counts_compare_with_the_tokens_received_between_the_scrapes() -> None:
