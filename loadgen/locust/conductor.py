@@ -17,7 +17,7 @@ candidates, and the adaptive ones: ``adaptive = true`` targets, or a simulator m
 adaptive), so ``loadgen crossover --from OUT/ramp.json`` gives the N-configuration analysis.
 
 Open loop (``--rate``): the ladder's values are rates, in the same stage order and with the same
-prompt seeds; each process runs one dispatcher (loadgen/locust/openlive.py) that sends its share of
+prompt seeds; each process runs one dispatcher (loadgen/locust/live.py) that sends its share of
 the one schedule (process k of n: arrivals k, k+n, …), so the shape asks Locust for no users at all.
 
 A worker that goes missing (Locust's heartbeat) or never reports: the master

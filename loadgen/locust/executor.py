@@ -62,11 +62,8 @@ class Executor:
         def sink(batch: list) -> None:  # loop thread → hub → reporter greenlet
             bridge.post(self._batches.put_nowait, (protocol, batch))
 
-        if plan.open_loop:  # one dispatcher sends on the schedule (openlive.py); no user sends
-            from .openlive import OpenLiveStage as stage_cls
-        else:
-            stage_cls = LiveStage
-        stage = stage_cls(plan, share, n_shares, tag=f"{plan.label}-s{plan.index}-p{share}", sink=sink)
+        # an open loop's stage sends on its schedule (one dispatcher); its users idle (LiveStage.user_loop)
+        stage = LiveStage(plan, share, n_shares, tag=f"{plan.label}-s{plan.index}-p{share}", sink=sink)
         self.stage = stage
         call = self._run_call = self.bridge.submit(stage.run)
         gevent.spawn(self._await_result, stage, call)

@@ -1,33 +1,41 @@
-"""One process's share of a stage, on the asyncio side of the bridge.
+"""One process's share of a stage, on the asyncio side of the bridge: closed loop or open.
 
 In: a :class:`StagePlan` (and this process's share of it). Out: the share's
-:class:`StageResult`, and batches of finished records for Locust's statistics.
-The window is the one lifecycle of ``loadgen run`` (loadgen/run/lifecycle.py):
-``StageState`` decides which requests belong to the steady window [ws, we), a
-``StageAccumulator`` folds every finished record on the loop thread (one per
-loop iteration, ``RecordFolder``), and after ``we`` the load is kept up until
-every request started inside the window has finished; then the stage stops
-admitting, cancels what is still in flight (started during cool-down, not
-counted) and freezes its result.
+:class:`StageResult` (an open loop's with its ``open_loop`` block), and batches
+of finished records for Locust's statistics.
+The window is the one lifecycle of ``loadgen run`` (loadgen/run/lifecycle.py)
+and who sends when is the one pacing policy (loadgen/run/pacing.py):
 
-What differs from the runner is only who starts the users: each Locust user
-greenlet starts :meth:`LiveStage.user_loop` through the bridge and waits for it
-for the whole stage; the loop itself is the runner's (request, stream, fold,
-repeat) and finished records reach Locust's statistics in batches.
+- closed loop: each Locust user greenlet starts :meth:`LiveStage.user_loop`
+  through the bridge and waits for it for the whole stage; the loop is the
+  runner's ``Closed.user`` (request, stream, fold, repeat).
+- open loop (``plan.rate``): no user sends (a Locust user given the stage
+  idles); one dispatcher per load process sends on the schedule ``loadgen run
+  --rate`` sends (the same arrivals, seeded by the run's seed and the rate, the
+  same prompts by seed + ladder step, the same in-flight cap and dispatch-lag
+  bound), process k of n sending arrivals k, k+n, k+2n, … so the union is the
+  one schedule. Locust's own users are closed loops paced per user
+  (``constant_throughput``), bounded by the user count and blind to their own
+  lateness: they cannot offer a rate.
+
+Each finished request becomes one Locust request event, in batches. What is
+Locust's own: the window on this process's clock for the master's scrapes
+(``window``), what the process saw near the window's edges
+(loadgen/locust/edges.py), the hold until the master's closing scrape, the
+phases for the web UI.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 import socket
 import time
 
 from loadgen.client.stream import StreamClient
 from loadgen.record import RequestRecord
-from loadgen.run.lifecycle import Lifecycle
-from loadgen.run.stage import CONNECT_BACKOFF_S
+from loadgen.run.lifecycle import Lifecycle, frozen_heap
+from loadgen.run.pacing import Closed, Pacing, Sender, pacing_for
 from loadgen.stage.result import StageResult
 
 from loadgen.locust.edges import EdgeLog
@@ -45,6 +53,20 @@ running when the server is read (a scrape takes 3-9 ms on the simulator, 749 ms 
 PREPARING, WARMUP, WINDOW, COOLDOWN, DONE = "preparing", "warm-up", "window", "cool-down", "done"
 
 
+def _original_sleep():
+    """time.sleep as it was before gevent patched it: on the bridge's thread the patched one would run a
+    gevent hub of that thread's own (the bridge's rule: nothing there blocks on gevent)."""
+    try:
+        import gevent.monkey
+
+        return gevent.monkey.get_original("time", "sleep")
+    except ImportError:  # pragma: no cover - Locust brings gevent
+        return time.sleep
+
+
+_sleep = _original_sleep()
+
+
 class LiveStage:
     def __init__(self, plan: StagePlan, share: int = 0, n_shares: int = 1, tag: str = "", sink=None) -> None:
         self.plan = plan
@@ -59,12 +81,12 @@ class LiveStage:
         """The edge record, frozen when the users stopped (sent with this process's part)."""
         self._ready: asyncio.Event | None = None
         self._life: Lifecycle | None = None
-        self._seq = itertools.count()
+        self._pacing: Pacing | None = None
+        self._sender: Sender | None = None
         self.sink = sink
         """Called on the loop thread with batches of finished records (must be thread-safe)."""
         self._outbox: list[RequestRecord] = []
         self._flush_pending = False
-        self.cancelled_inside = 0
         self._users: set[asyncio.Task] = set()
         self.edges: EdgeLog | None = None
         """What this process saw near the window's edges (only when the master scrapes the stage)."""
@@ -79,64 +101,88 @@ class LiveStage:
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
 
+    def _pacing_of(self) -> Pacing:
+        plan = self.plan
+        if plan.open_loop:
+            # the schedule from the run's seed (the arrivals key it by rate too), the prompts from seed + step:
+            # every target at a rate gets the same requests at the same planned instants
+            return pacing_for(plan.spec(), plan.requests_iter(), plan.seed, self.share, self.n_shares, sleep=_sleep)
+        users = range(max(1, math.ceil(plan.concurrency / self.n_shares)))
+        pacing = Closed(plan.requests_iter(self.share, self.n_shares), users, plan.concurrency)
+        # Locust decides how many of the users this process gets: the pool must not be what limits them
+        pacing.connections = max(1, plan.concurrency)
+        return pacing
+
+    def _lifecycle(self, t0: int, pacing: Pacing) -> Lifecycle:
+        plan = self.plan
+        if pacing.open_loop:
+            # loadgen run --rate's lifecycle settings (its notes; a cool-down past its bound is a cut that keeps
+            # the window, which the saturation reading takes as such): an open loop reads the same from either front
+            return Lifecycle(plan.spec(), plan.make_slo(), t0, 0, on_phase=self._set_phase)
+        # The plan's warm-up is fixed (max_warmup_s None): the window is known now, before any user starts.
+        # Locust's closed stage ends as it always has (no stage notes here: the conductor notes the merged
+        # stage; a cool-down overrun marks it incomplete; requests still streaming when its users are stopped
+        # are dropped), so its figures stay as they were.
+        return Lifecycle(plan.spec(), plan.make_slo(), t0, pacing.n_users, notes=False, overrun="incomplete",
+                         fold_streaming=False, on_phase=self._set_phase)
+
     # --- the stage (one task for the whole stage) -------------------------------------------
     async def run(self) -> StageResult:
         plan = self.plan
         begun = _now()
         self._ready = asyncio.Event()
-        self._requests = plan.requests_iter(self.share, self.n_shares)
+        self._pacing = pacing = self._pacing_of()
         tokenizer = None
         if plan.tokenizer:
             from loadgen.client.tokencount import load_counter
 
             tokenizer = load_counter(plan.tokenizer)
-        local_users = max(1, math.ceil(plan.concurrency / self.n_shares))
         try:
-            async with StreamClient(
-                self.target.url, self.target.make_protocol(), target=self.target.label,
-                concurrency=max(1, plan.concurrency), timeouts=plan.make_timeouts(),
-                headers=self.target.headers, tokenizer=tokenizer,
-            ) as client:
-                self._client = client
-                await client.warm(local_users)
-                # Every user starts at t0, together, as the runner's do: users that Locust
-                # spawned earlier wait for it (a synchronised start is part of the load).
-                start_at = plan.start_at_ns if plan.start_at_ns is not None else begun + int(plan.spawn_s * 1e9)
-                await asyncio.sleep(max(0.0, (start_at - _now()) / 1e9))
-                t0 = max(start_at, _now()) if plan.start_at_ns is None else start_at
-                # The plan's warm-up is fixed (max_warmup_s None): the window is known now, before any
-                # user starts. Locust's stage ends as it always has (no stage notes here: the conductor
-                # notes the merged stage; a cool-down overrun marks it incomplete; requests still
-                # streaming when its users are stopped are dropped), so its figures stay as they were.
-                self._life = life = Lifecycle(plan.spec(), plan.make_slo(), t0, local_users, notes=False,
-                                              overrun="incomplete", fold_streaming=False, on_phase=self._set_phase)
-                if plan.scraped:
-                    self.edges = EdgeLog(life.state.ws, life.state.we, socket.gethostname())
-                folding = asyncio.get_running_loop().create_task(life.folder.run())
-                self.phase = WARMUP
-                self._ready.set()
-                try:
-                    await life.drive()
-                    if self.edges is not None and life.state.cut is None:
-                        await self._hold(life.state.we + HOLD_NS)
-                finally:
-                    if self.edges is not None:
-                        self._close_edges(client.inflight)
-                    # Users still streaming (requests started in cool-down) are cancelled, not counted.
-                    life.state.stop_new = True
-                    self.accepting = False
-                    await life.teardown([t for t in self._users if not t.done()] + [folding], client.inflight,
-                                        wait_s=5.0)
-                    self._flush()
+            with frozen_heap():
+                async with StreamClient(
+                    self.target.url, self.target.make_protocol(), target=self.target.label,
+                    concurrency=pacing.connections, timeouts=plan.make_timeouts(),
+                    headers=self.target.headers, tokenizer=tokenizer,
+                ) as client:
+                    await client.warm(pacing.warm_connections)
+                    # Every user starts at t0, together, as the runner's do: users that Locust
+                    # spawned earlier wait for it (a synchronised start is part of the load).
+                    start_at = plan.start_at_ns if plan.start_at_ns is not None else begun + int(plan.spawn_s * 1e9)
+                    await asyncio.sleep(max(0.0, (start_at - _now()) / 1e9))
+                    t0 = max(start_at, _now()) if plan.start_at_ns is None else start_at
+                    self._life = life = self._lifecycle(t0, pacing)
+                    if plan.scraped:
+                        self.edges = EdgeLog(life.state.ws, life.state.we, socket.gethostname())
+                    self._sender = Sender(client, life, self.tag, hooks=(self._edge, self._emit))
+                    helpers = [asyncio.create_task(life.folder.run())]
+                    if pacing.open_loop:
+                        helpers += pacing.start(self._sender, t0)
+                    self.phase = WARMUP
+                    self._ready.set()
+                    try:
+                        await life.drive()
+                        if self.edges is not None and life.state.cut is None:
+                            await self._hold(life.state.we + HOLD_NS)
+                    finally:
+                        if self.edges is not None:
+                            self._close_edges(client.inflight)
+                        # Users still streaming (requests started in cool-down) are cancelled, not counted.
+                        life.state.stop_new = True
+                        self.accepting = False
+                        users = [t for t in self._users if not t.done()]
+                        await life.teardown(users + helpers + list(pacing.running), client.inflight, wait_s=5.0)
+                        self._flush()
         finally:
             self.accepting = False
             self.phase = DONE
             if self._ready is not None:
                 self._ready.set()  # release users still waiting for a stage that never began
         notes = []
-        if self.cancelled_inside:
-            notes.append(f"{self.cancelled_inside} window request(s) cancelled when Locust stopped their users")
+        if self._sender is not None and self._sender.cancelled_inside:
+            notes.append(f"{self._sender.cancelled_inside} window request(s) cancelled when Locust stopped "
+                         "their users")
         self.result = res = life.result(self.target, plan.index, notes)
+        res.open_loop = pacing.block(life.spec)
         return res
 
     async def _hold(self, until_ns: int) -> None:
@@ -155,50 +201,26 @@ class LiveStage:
 
     # --- one user (one task per Locust user, for as long as the stage admits requests) -----------
     async def user_loop(self) -> None:
-        """A closed-loop user, exactly as the runner's: request, stream to the end, fold, repeat.
-
-        Finished records are handed to ``self.sink`` (the gevent side's reporter) in
-        batches, so Locust's statistics are updated without a cross-thread round trip
-        per request. Returns when the stage admits no more requests.
-        """
+        """A closed-loop user, exactly as the runner's (``Closed.user``): request, stream to the end, fold,
+        repeat; finished records reach Locust's statistics in batches, without a cross-thread round trip per
+        request. Returns when the stage admits no more requests; at once in an open loop (the dispatcher
+        sends)."""
         if self._ready is None:
             return
         if not self._ready.is_set():
             await self._ready.wait()
-        if self._life is None:
+        if self._life is None or self._pacing.open_loop:
             return
-        state = self._life.state
         task = asyncio.current_task()
         self._users.add(task)
         try:
-            await self._loop(state)
+            await self._pacing.user(self._sender)
         finally:
             self._users.discard(task)
 
-    async def _loop(self, state) -> None:
-        client, folder, requests, seq = self._client, self._life.folder, self._requests, self._seq
-        while not state.stop_new:
-            req = next(requests)
-            t = _now()
-            inside = state.admit(t)
-            if state.stop_new and not inside:
-                return
-            try:
-                rec = await client.stream(req, f"{self.tag}-{next(seq)}", start_ns=t)
-            except asyncio.CancelledError:
-                if inside and not state.stop_new:
-                    # Locust stopped this user mid-request: the window must not wait for it.
-                    self.cancelled_inside += 1
-                    state.finished_inside()
-                raise
-            folder.put(rec)
-            if self.edges is not None:
-                self.edges.add(rec)
-            if inside:
-                state.finished_inside()
-            self._emit(rec)
-            if rec.error_class == "connect":
-                await asyncio.sleep(CONNECT_BACKOFF_S)
+    def _edge(self, rec: RequestRecord) -> None:
+        if self.edges is not None:
+            self.edges.add(rec)
 
     def _emit(self, rec: RequestRecord) -> None:
         if self.sink is None:

@@ -9,6 +9,8 @@ finished :class:`loadgen.stage.result.StageResult` s, written as each stage ends
 - ``spec``: what a stage is asked to do; ``window``: its bookkeeping;
 - ``lifecycle``: the one window lifecycle (warm-up until steady, open/close, cool-down, cut,
   notes), used by ``stage`` (one process), ``processes`` (N processes) and the Locust stage;
+- ``pacing``: the one user loop and its pacing policy: ``Closed`` (C users, the next request when one
+  ends) or ``Open`` (planned instants, an optional in-flight cap), for the runner and Locust alike;
 - ``orchestrate``/``probe``: starting servers and asking them what they are;
 - the server's own ``/metrics`` view of each window is loadgen.serverview (a ServerWatch per stage);
 - ``results``: the result files; ``progress``: the live progress line.

@@ -74,7 +74,7 @@ class StageSpec:
     expected_request_s: float | None = None
     """A request's duration as guessed before the stage (for the time estimate and budget split)."""
     arrivals: Schedule | None = None
-    """Open loop (loadgen/run/openloop.py): requests are sent at the planned offsets this gives, whether or
+    """Open loop (loadgen/run/pacing.py): requests are sent at the planned offsets this gives, whether or
     not earlier ones finished; ``concurrency`` is then the in-flight cap (0: none). None: a closed loop."""
     max_lag_ms: float = 10.0
     """Open loop: a stage whose dispatch lag p99 exceeds this is flagged (the schedule was not kept)."""

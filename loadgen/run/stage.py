@@ -1,22 +1,24 @@
-"""One stage in this process: ``C`` closed-loop users against a target, as a StageResult.
+"""One stage in this process: its share of the users or of the schedule against a target, as a StageResult.
 
 In: a :class:`Target`, a :class:`StageSpec`, a request source and the run's
 options. Out: the stage's :class:`StageResult` (or :class:`Interrupted`
 carrying the partial one on Ctrl-C / SIGTERM).
 
 Closed loop: each user sends a request, reads it to the end, and sends the
-next. Chunk-level metrics and throughput take every chunk that arrives in
-[ws, we); request-level metrics take every request that *started* in [ws, we);
+next. Open loop: requests go at planned instants (the stage's ``open_loop``
+block says what was planned, sent and how late). Who sends when is the pacing
+policy (loadgen/run/pacing.py), the same one Locust's stage uses. Chunk-level
+metrics and throughput take every chunk that arrives in [ws, we); request-level
+metrics take every request that *started* (open loop: was planned) in [ws, we);
 the load is kept up after ``we`` until each of those has finished, so none of
 them is cut short and none finishes under a lighter load than it started in.
 The window's lifecycle (warm-up until steady, open/close, cool-down, cut,
-notes) is loadgen/run/lifecycle.py; this module runs the users.
+notes) is loadgen/run/lifecycle.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import signal
 import time
 from typing import Callable
@@ -26,13 +28,12 @@ from loadgen.client.stream import StreamClient
 from loadgen.client.target import Target
 from loadgen.record import RequestRecord
 from loadgen.run.lifecycle import Lifecycle, frozen_heap
+from loadgen.run.pacing import Sender, pacing_for
 from loadgen.run.progress import report_progress
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, StageSpec, WindowProbe
 from loadgen.stage.result import StageResult
 
 _now = time.perf_counter_ns
-CONNECT_BACKOFF_S = 0.2
-"""A user whose request found nothing listening waits this long before the next (not a busy loop)."""
 
 
 class _Cut(Exception):
@@ -61,103 +62,47 @@ async def run_stage(
     open_at: Callable[[], int | None] | None = None,
     seed_index: int | None = None,
 ) -> StageResult:
-    """One stage in this process; ``user_offset/stride`` pick this process's share of the users.
+    """One stage in this process; ``user_offset/stride`` pick this process's share of the users (or of the
+    open loop's arrivals and in-flight cap).
 
     ``on_record`` sees every finished record (the client benchmark maps request
     ids to send times with it, to compare TTFT with a server's send log).
     ``window_probe`` is told when the window opens and closes (the server's own
     counters over the window). Several processes share one adaptive window
     through ``opened`` (this process found the load steady at that instant) and
-    ``open_at`` (the instant one of them found, or None).
+    ``open_at`` (the instant one of them found, or None). The requests come from
+    ``opts.seed + seed_index`` (the ladder's step, not the stage's place in the
+    order: every target at a step gets the same prompts at the same instants).
     """
-    if spec.open_loop:
-        from loadgen.run.openloop import run_open_stage
-
-        res = await run_open_stage(target, spec, source, opts, stage_index=stage_index, seed_index=seed_index,
-                                   start_at_ns=start_at_ns, user_offset=user_offset, user_stride=user_stride,
-                                   progress=progress, on_record=on_record, window_probe=window_probe,
-                                   opened=opened, open_at=open_at)
-        if res.cut is not None and res.cut["by"] == "interrupt":
-            raise _Cut(res)
-        return res
-    users = range(user_offset, spec.concurrency, user_stride)
-    n_users = len(users)
-    # the ladder's step, not the stage's place in the order: every target at a step gets the same prompts
     requests = source(opts.seed + (stage_index if seed_index is None else seed_index))
-    seq = itertools.count()
+    pacing = pacing_for(spec, requests, opts.seed, user_offset, user_stride)
     tag = f"{target.label}-s{stage_index}-p{user_offset}"
     with frozen_heap():
         async with StreamClient(
-            target.url, target.make_protocol(), target=target.label, concurrency=max(1, n_users),
+            target.url, target.make_protocol(), target=target.label, concurrency=pacing.connections,
             timeouts=opts.timeouts, headers=target.headers, tokenizer=opts.tokenizer,
         ) as client:
-            await client.warm(n_users)
+            await client.warm(pacing.warm_connections)
             if start_at_ns is not None:
                 await asyncio.sleep(max(0.0, (start_at_ns - _now()) / 1e9))
             t0 = start_at_ns or _now()
-            life = Lifecycle(spec, opts.slo, t0, n_users, probe=window_probe)
-            state, folder = life.state, life.folder
-            started_users = [0]
-            lock_step = spec.concurrency > 1 and spec.ramp_s == 0
-            first_rids: set[str] = set()
-            """Users' first requests still running."""
-
-            def waiting() -> int:
-                """Users not yet streaming: not started, or their first request neither ended nor streaming
-                tokens. Until none is, the server is still taking the first prompts in (measured on an H200 at
-                C=256 with temperature 0.8: 167 tokens in a 10 s window whose rate had "settled" at zero)."""
-                if lock_step:
-                    # users started together with nothing to spread them by: until each has finished a
-                    # first request the batch is one lock-step wave, whose flat rate is not the mix to come
-                    return n_users - state.first_done
-                return n_users - started_users[0] + sum(
-                    1 for rid in first_rids if (r := client.inflight.get(rid)) is None or not r.chunk_ns)
-
-            async def user(delay_s: float) -> None:
-                if delay_s > 0:
-                    await asyncio.sleep(delay_s)
-                started_users[0] += 1
-                first = True
-                while not state.stop_new:
-                    req = next(requests)
-                    t = _now()
-                    inside = state.admit(t)
-                    if state.stop_new and not inside:
-                        return
-                    rid = f"{tag}-{next(seq)}"
-                    if first:
-                        first_rids.add(rid)
-                    rec = await client.stream(req, rid, start_ns=t)
-                    life.record_end(rec)
-                    if not rec.ok:
-                        state.failures += 1
-                    if first:
-                        first = False
-                        first_rids.discard(rid)
-                        state.first_done += 1
-                    folder.put(rec)
-                    if on_record is not None:
-                        on_record(rec)
-                    if inside:
-                        state.finished_inside()
-                    if rec.error_class == "connect":
-                        # Nothing listens: retrying at full speed would only burn the client's CPU.
-                        await asyncio.sleep(CONNECT_BACKOFF_S)
-
-            step = spec.ramp_s / spec.concurrency
-            tasks = [asyncio.create_task(user(u * step)) for u in users]
-            tasks.append(asyncio.create_task(folder.run()))
+            life = Lifecycle(spec, opts.slo, t0, pacing.n_users, probe=window_probe)
+            sender = Sender(client, life, tag, hooks=(on_record,) if on_record is not None else ())
+            tasks = pacing.start(sender, t0)
+            tasks.append(asyncio.create_task(life.folder.run()))
             if progress is not None:
-                tasks.append(asyncio.create_task(report_progress(progress, client, folder, state, spec, t0)))
+                tasks.append(asyncio.create_task(
+                    report_progress(progress, client, life.folder, life.state, spec, t0)))
             try:
-                await life.drive(tokens=lambda: client.tokens_seen, waiting=waiting, opened=opened,
+                await life.drive(tokens=lambda: client.tokens_seen, waiting=pacing.waiting, opened=opened,
                                  open_at=open_at)
             except asyncio.CancelledError:
                 life.interrupted()
             finally:
-                await life.teardown(tasks, client.inflight)
+                await life.teardown(tasks + list(pacing.running), client.inflight)
     res = life.result(target, stage_index)
-    if state.cut is not None and state.cut.by == "interrupt":
+    res.open_loop = pacing.block(spec)
+    if life.state.cut is not None and life.state.cut.by == "interrupt":
         raise _Cut(res)
     return res
 

@@ -39,7 +39,7 @@ class KnownRateCrossover:
 
 def _truth(sim: dict, mix, mode: str, rate: float, arrival: str, seed: int, requests: int,
            memo: dict | None = None) -> RateTruth:
-    """``seed``: the run's: run/openloop.py draws the arrivals from it (keyed by rate too), and the mix.
+    """``seed``: the run's: run/pacing.py draws the arrivals from it (keyed by rate too), and the mix.
     ``memo``: truths already computed for this simulator, mix, arrival, seed and requests, by (mode, rate):
     the metrics of one run search the same rates, and each truth is seconds of the scheduler."""
     if memo is not None and (mode, rate) in memo:

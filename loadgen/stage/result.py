@@ -234,7 +234,7 @@ class StageResult:
     neither ended nor streaming tokens), "first_done"}; None where not told (open loop, Locust, older files)."""
     open_loop: dict | None = None
     """An open-loop stage: {"rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent",
-    "held_by_cap"} (loadgen/run/openloop.py); None for a closed loop."""
+    "held_by_cap"} (loadgen/run/pacing.py); None for a closed loop."""
 
     @property
     def window_s(self) -> float:
