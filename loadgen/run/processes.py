@@ -80,38 +80,13 @@ def run_stage_processes(target, spec, source, opts, *, processes: int, stage_ind
     for w in workers:
         w.start()
     got: dict[int, tuple[str, object]] = {}
-    latest: dict[int, dict] = {}
     interrupted = False
     try:
-        while len(got) < processes:
-            if stop is not None and stop.is_set():
-                stop_event.set()  # every worker cuts its share; their results are still collected
-            try:
-                while True:
-                    i, p = progress_q.get_nowait()
-                    latest[i] = p
-            except queue.Empty:
-                pass
-            if latest and progress is not None and len(latest) == processes:
-                progress(sum_progress(list(latest.values())))
-                latest.clear()
-            try:
-                i, kind, payload = results.get(timeout=0.2)
-                got[i] = (kind, payload)
-            except queue.Empty:
-                if not any(w.is_alive() for w in workers) and results.empty():
-                    break
+        _collect(workers, results, progress_q, got, progress, stop, stop_event)
     except KeyboardInterrupt:
         interrupted = True
         stop_event.set()
-        deadline = time.monotonic() + 30.0
-        while len(got) < processes and time.monotonic() < deadline:
-            try:
-                i, kind, payload = results.get(timeout=0.5)
-                got[i] = (kind, payload)
-            except queue.Empty:
-                if not any(w.is_alive() for w in workers):
-                    break
+        _collect_cut(workers, results, got, deadline=time.monotonic() + 30.0)
     finally:
         stop_event.set()
         for w in workers:
@@ -119,6 +94,45 @@ def run_stage_processes(target, spec, source, opts, *, processes: int, stage_ind
             if w.is_alive():
                 w.kill()
                 w.join(5.0)
+    return _merged(got, processes, interrupted)
+
+
+def _collect(workers, results, progress_q, got: dict, progress, stop, stop_event) -> None:
+    """Every worker's result into ``got``, the summed progress shown meanwhile; ``stop`` cuts every share."""
+    latest: dict[int, dict] = {}
+    while len(got) < len(workers):
+        if stop is not None and stop.is_set():
+            stop_event.set()  # every worker cuts its share; their results are still collected
+        try:
+            while True:
+                i, p = progress_q.get_nowait()
+                latest[i] = p
+        except queue.Empty:
+            pass
+        if latest and progress is not None and len(latest) == len(workers):
+            progress(sum_progress(list(latest.values())))
+            latest.clear()
+        try:
+            i, kind, payload = results.get(timeout=0.2)
+            got[i] = (kind, payload)
+        except queue.Empty:
+            if not any(w.is_alive() for w in workers) and results.empty():
+                return
+
+
+def _collect_cut(workers, results, got: dict, deadline: float) -> None:
+    """After Ctrl-C: the workers' partial results, as long as they come before ``deadline``."""
+    while len(got) < len(workers) and time.monotonic() < deadline:
+        try:
+            i, kind, payload = results.get(timeout=0.5)
+            got[i] = (kind, payload)
+        except queue.Empty:
+            if not any(w.is_alive() for w in workers):
+                return
+
+
+def _merged(got: dict, processes: int, interrupted: bool) -> StageResult:
+    """The workers' results as one stage (or Interrupted carrying it; a worker's error in one line)."""
     errors = [p for k, p in got.values() if k == "error"]
     dicts = [p for k, p in got.values() if k in ("done", "cut") and p is not None]
     cut = interrupted or any(k == "cut" for k, _ in got.values())

@@ -31,8 +31,8 @@ from loadgen.serverview import simclock
 from loadgen.serverview.reset import reset_cache
 from loadgen.serverview.watch import ServerWatch, running_cap
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, WindowProbe
+from loadgen.run.stops import RunBudget, Saturation
 from loadgen.stage.result import stage_load
-from loadgen.stage.saturation import saturation
 
 __all__ = ["NO_GUESS_MAX_WARMUP_S", "RampPlan", "e2e_guess", "log", "run_ramp", "warmed_spec"]
 
@@ -102,47 +102,170 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
     each stage gets the share of the time left that its estimate is of the
     stages left (loadgen.run.order.Schedule.budget); when the budget is spent
     the run stops, and ``run["cut"]`` says how many planned stages were not run.
+    What keeps a stage from running (saturation, the budget) is loadgen/run/stops.py.
     """
-    done: list[dict] = []
-    running: dict[str, ManagedServer] = {}
-    servers = writer.run.setdefault("servers", {})
-    sources = {w: plan.make_source(w) for w in plan.workloads}
-    slots = plan.slots(extra_stages)
-    planned = writer.run.setdefault("planned_stages", [])
-    planned += [{"workload": s.workload, "concurrency": s.concurrency, "target": s.target.label} for s in slots]
-    writer.run.setdefault("cut", None)
-    durations = Durations()
-    for d in writer.stages:  # refinement rounds: what earlier rounds measured
-        wl = next(iter(d.get("workloads", {})), None)
-        if wl and d.get("e2e", {}).get("p50") and not d.get("incomplete"):
-            durations.add(d["target"], wl, stage_load(d), d["e2e"]["p50"] / 1000)
-    sched = Schedule(slots, durations, plan.warmup_s, duration_s=plan.duration_s, requests=plan.requests,
-                     adapt_window=plan.adapt_window, max_stage_s=plan.max_stage_s, open=plan.open)
-    saturated_at: dict[tuple[str, str], tuple[float, str]] = {}
-    """(target, workload) → the value where it saturated and why: higher values are not run for it."""
-    index0 = len(writer.stages)
-    t_start = time.monotonic()
-    run_deadline = t_start + plan.max_run_s if plan.max_run_s else None
-    n = len(slots)
-    log(f"{n} stages, estimated {sched.left(0, remaining_s=plan.max_run_s)}"
-        + (" (request durations are not known before the first stage; a range once it has run)"
-           if sched.bounds(0)[2] is None else "")
-        + (f"; at most {fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
-    unaffordable: dict[tuple[str, float], str] = {}
-    """(workload, value) → why the run's budget cannot buy a steady window there: not run for any target."""
+    return _Ramp(plan, writer, extra_stages).run()
 
-    last: tuple[float, float, float] | None = None
-    """(when the last stage began, its typical estimate as planned, its load): what each stage took beyond its estimate
-    (steadiness past the typical warm-up, the cool-down's slowest request, the fold, run.json written, server
-    starts) is counted for the stages left. Without it a simulator run's 36 stages took 432 s, past the high
-    end of the range printed at 9 of them."""
 
-    def skipped(i: int) -> frozenset[int]:
-        return frozenset(j for j in range(i, n) if (slots[j].workload, slots[j].concurrency) in unaffordable)
+class _Ramp:
+    """One run of the plan's stages: servers up as needed, each stage measured (again once if its server
+    died), written, and told; the stop conditions consulted before and after each."""
 
-    def measured(d: dict, wl: str, c) -> None:
+    def __init__(self, plan: RampPlan, writer: ResultsWriter, extra_stages) -> None:
+        self.plan, self.writer = plan, writer
+        self.done: list[dict] = []
+        self.running: dict[str, ManagedServer] = {}
+        self.servers = writer.run.setdefault("servers", {})
+        self.sources = {w: plan.make_source(w) for w in plan.workloads}
+        self.slots = slots = plan.slots(extra_stages)
+        planned = writer.run.setdefault("planned_stages", [])
+        planned += [{"workload": s.workload, "concurrency": s.concurrency, "target": s.target.label} for s in slots]
+        writer.run.setdefault("cut", None)
+        self.durations = Durations()
+        for d in writer.stages:  # refinement rounds: what earlier rounds measured
+            wl = next(iter(d.get("workloads", {})), None)
+            if wl and d.get("e2e", {}).get("p50") and not d.get("incomplete"):
+                self.durations.add(d["target"], wl, stage_load(d), d["e2e"]["p50"] / 1000)
+        self.sched = Schedule(slots, self.durations, plan.warmup_s, duration_s=plan.duration_s,
+                              requests=plan.requests, adapt_window=plan.adapt_window, max_stage_s=plan.max_stage_s,
+                              open=plan.open)
+        self.index0 = len(writer.stages)
+        self.t_start = time.monotonic()
+        self.saturation = Saturation(plan.load_words, plan.climb_past_saturation)
+        self.budget = RunBudget(self.sched, plan.max_run_s, self.t_start)
+        self.last: tuple[float, float, float] | None = None
+        """(when the last stage began, its typical estimate as planned, its load): what each stage took beyond its
+        estimate (steadiness past the typical warm-up, the cool-down's slowest request, the fold, run.json written,
+        server starts) is counted for the stages left. Without it a simulator run's 36 stages took 432 s, past the
+        high end of the range printed at 9 of them."""
+
+    def _head(self, i: int, slot) -> str:
+        return f"[{i + 1}/{len(self.slots)}] {slot.target.label} {self.plan.load_words(slot.concurrency)} " \
+               f"workload={slot.workload}"
+
+    def run(self) -> list[dict]:
+        plan, n = self.plan, len(self.slots)
+        log(f"{n} stages, estimated {self.sched.left(0, remaining_s=plan.max_run_s)}"
+            + (" (request durations are not known before the first stage; a range once it has run)"
+               if self.sched.bounds(0)[2] is None else "")
+            + (f"; at most {fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
+        i = 0
+        try:
+            for i, slot in enumerate(self.slots):
+                if not self._stage(i, slot):
+                    break
+        except LoadgenError as exc:  # e.g. a server that never became healthy: the stages before it are kept
+            self.writer.run["cut"] = {"by": "error", "stages_not_run": n - i, "error": str(exc)}
+            raise
+        finally:
+            for srv in self.running.values():
+                srv.stop()
+            self.writer.flush()
+            log(f"stages done in {fmt_s(time.monotonic() - self.t_start)}")
+        return self.done
+
+    def _stage(self, i: int, slot) -> bool:
+        """Stage ``i`` run, kept from an interrupted run, or not run; False when the run stops here."""
+        n = len(self.slots)
+        decision = self.saturation.before(slot)
+        if decision.action == "run":
+            kept = self.writer.take(slot.target.label, self.index0 + i, self.plan.load_of(slot.concurrency))
+            if kept is not None:  # --resume: measured before the run was interrupted
+                log(f"{self._head(i, slot)}: kept from the interrupted run")
+                self._measured(kept, slot)
+                return True
+            decision = self.budget.before(i, slot)
+        if decision.action == "stop":
+            self._cut(n - i)
+            return False
+        if decision.action == "skip":
+            log(f"{self._head(i, slot)}: not run, {decision.said}")
+            self.writer.run.setdefault("not_run", []).append(
+                {"target": slot.target.label, "workload": slot.workload, "value": slot.concurrency,
+                 "why": decision.why})
+            return True
+        self._measure(i, slot, decision)
+        if self.budget.spent(i):
+            self._cut(n - i - 1)
+            return False
+        return True
+
+    def _cut(self, not_run: int) -> None:
+        self.writer.run["cut"] = {"by": "max-run-time", "stages_not_run": not_run}
+        log(f"--max-run-time reached: {not_run} planned stage(s) not run")
+
+    def _up(self, target: Target) -> None:
+        left = self.budget.left_s()
+        _ensure_up(self.plan, target, self.running, self.servers, None if left is None else max(1.0, left))
+
+    def _measure(self, i: int, slot, decision) -> None:
+        plan, sched, target, wl = self.plan, self.sched, slot.target, slot.workload
+        left_s = self.budget.left_s()
+        self._up(target)
+        if wl not in self.sources:
+            self.sources[wl] = plan.make_source(wl)
+        spec = sched.spec(i, decision.budget, decision.by)
+        now = time.monotonic()
+        if self.last is not None:
+            sched.overruns.append((self.last[2], now - self.last[0] - self.last[1]))
+        self.last = (now, spec.estimate_s(), slot.concurrency)
+        skipped = self.budget.skipped(i)
+        log(f"{self._head(i, slot)} (elapsed {fmt_s(now - self.t_start)}, {sched.left(i, spec, left_s, skipped)} left)")
+        after_s = sched.after(i, self.budget.skipped(i + 1),
+                              None if left_s is None else left_s - (spec.max_stage_s or 0.0))
+        res, retried = self._run_retrying(i, slot, spec, after_s)
+        extra = {"retried": retried} if retried is not None else {}
+        self._measured(self.writer.add_stage(res, **extra), slot)
+
+    def _run_retrying(self, i: int, slot, spec, after_s):
+        """The stage's result, run a second time (once) when a server loadgen started died during it."""
+        target, retried = slot.target, None
+        while True:
+            reset = cache_reset(target, self.servers.get(target.label)) if self.plan.reset_cache else None
+            srv = self.running.get(target.label)
+            # the first try is cut as soon as a server loadgen started exits (the retry runs to its end)
+            watch = ServerExit(srv) if srv is not None and retried is None else None
+            clock0 = simclock.read(target.url, self.servers.get(target.label), target.headers)
+            res = self._try(i, slot, spec, after_s, watch)
+            died = _died(self.running.get(target.label), target.label)
+            if died is None or retried is not None:
+                break
+            req = res.to_dict()["requests"] if res is not None else {"completed": 0, "failed": 0}
+            retried = {"why": f"{died} during the stage", "first_try": {k: req[k] for k in ("completed", "failed")}}
+            cut = "; the stage cut where it was" if watch is not None and watch.exited.is_set() else ""
+            log(f"    {died} during the stage ({req['completed']} ok, {req['failed']} failed{cut}): starting it "
+                "again and running the stage once more")
+            self._up(target)
+        if died is not None:  # once only: the stage is kept as measured, its failures counted
+            res.notes.append(f"the retried stage saw the server exit again: {died}")
+            log(f"    {died} again: the retried stage is kept as measured")
+        _annotate(res, target, self.servers.get(target.label), clock0, reset, retried)
+        return res, retried
+
+    def _try(self, i: int, slot, spec, after_s, watch):
+        plan, target = self.plan, slot.target
+        line = ProgressLine(f"{target.label} {plan.load_words(slot.concurrency)}", after_s=after_s)
+        probe = (plan.window_probe(target) if plan.window_probe is not None
+                 else watch_for(target, self.servers.get(target.label), plan.server_metrics_interval))
+        try:
+            return run_stage_processes(target, spec, self.sources[slot.workload], plan.opts,
+                                       processes=plan.processes, stage_index=self.index0 + i, loop_kind=plan.loop,
+                                       progress=line, window_probe=probe, seed_index=slot.step,
+                                       stop=None if watch is None else watch.exited)
+        except Interrupted as exc:
+            if watch is None or not watch.exited.is_set():  # Ctrl-C or SIGTERM
+                if exc.partial is not None:
+                    self.writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
+                self.writer.run["cut"] = {"by": "interrupt", "stages_not_run": len(self.slots) - i - 1}
+                raise
+            return exc.partial  # cut where the server exited: only what it counted is told
+        finally:
+            if watch is not None:
+                watch.close()
+            line.done()
+
+    def _measured(self, d: dict, slot) -> None:
         """A stage's summary lines, and what later stages learn from it (durations, saturation)."""
-        target = d["target"]
         d_req = d["requests"]
         log(f"    {d_req['completed']} ok, {d_req['failed']} failed"
             + (f", {d_req['cancelled']} cancelled" if d_req.get("cancelled") else "")
@@ -150,134 +273,27 @@ def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[
             f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
             + (" [client-bound]" if d["client"]["client_bound"] else "")
             + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))
-        if plan.open is not None:
-            ol = d.get("open_loop") or {}
-            lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
-            verdict = saturation(d)
-            log(f"    offered {ol.get('rate', c):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s in the "
-                f"window; dispatch lag p99 {lag if lag is not None else float('nan'):.2f} ms"
-                + (f"; SATURATED: {verdict.why}" if verdict.saturated else ""))
-            if verdict.saturated:
-                saturated_at.setdefault((target, wl), (c, verdict.why))
+        if self.plan.open is not None:
+            log(f"    {self.saturation.measured(d, slot)}")
         for note in d["notes"]:
             log(f"    note: {note}")
-        done.append(d)
+        self.done.append(d)
         if d["e2e"].get("p50") and not d.get("incomplete"):
-            durations.add(target, wl, c, d["e2e"]["p50"] / 1000)
+            self.durations.add(d["target"], slot.workload, slot.concurrency, d["e2e"]["p50"] / 1000)
 
-    i = 0
-    try:
-        for i, slot in enumerate(slots):
-            wl, c, target = slot.workload, slot.concurrency, slot.target
-            sat = saturated_at.get((target.label, wl))
-            if sat is not None and c > sat[0] and not plan.climb_past_saturation:
-                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, the server "
-                    f"saturated at {plan.load_words(sat[0])} ({sat[1]})")
-                writer.run.setdefault("not_run", []).append(
-                    {"target": target.label, "workload": wl, "value": c, "why": f"saturated at {sat[0]:g}"})
-                continue
-            kept = writer.take(target.label, index0 + i, plan.load_of(c))
-            if kept is not None:  # --resume: measured before the run was interrupted
-                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: kept from the interrupted run")
-                measured(kept, wl, c)
-                continue
-            left_s = None if run_deadline is None else run_deadline - time.monotonic()
-            why = unaffordable.get((wl, c), "")
-            if not why:
-                given = sched.budget(i, left_s, skipped(i))
-                if given is None:
-                    writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i}
-                    log(f"--max-run-time reached: {n - i} planned stage(s) not run")
-                    break
-                budget, by = given
-                why = sched.unaffordable(i, budget, by)
-            if why:
-                # an unsteady window is not compared (analysis.coverage): its share buys the other stages' time
-                unaffordable[(wl, c)] = why
-                log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl}: not run, {why}")
-                writer.run.setdefault("not_run", []).append({"target": target.label, "workload": wl, "value": c,
-                                                             "why": why})
-                continue
-            _ensure_up(plan, target, running, servers,
-                       None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
-            if wl not in sources:
-                sources[wl] = plan.make_source(wl)
-            spec = sched.spec(i, budget, by)
-            now = time.monotonic()
-            if last is not None:
-                sched.overruns.append((last[2], now - last[0] - last[1]))
-            last = (now, spec.estimate_s(), c)
-            log(f"[{i + 1}/{n}] {target.label} {plan.load_words(c)} workload={wl} "
-                f"(elapsed {fmt_s(time.monotonic() - t_start)}, {sched.left(i, spec, left_s, skipped(i))} left)")
-            retried: dict | None = None
-            while True:
-                line = ProgressLine(f"{target.label} {plan.load_words(c)}", after_s=sched.after(
-                    i, skipped(i + 1), None if left_s is None else left_s - (spec.max_stage_s or 0.0)))
-                probe = (plan.window_probe(target) if plan.window_probe is not None
-                         else watch_for(target, servers.get(target.label), plan.server_metrics_interval))
-                reset = cache_reset(target, servers.get(target.label)) if plan.reset_cache else None
-                # the first try is cut as soon as a server loadgen started exits (the retry runs to its end)
-                srv = running.get(target.label)
-                watch = ServerExit(srv) if srv is not None and retried is None else None
-                clock0 = simclock.read(target.url, servers.get(target.label), target.headers)
-                try:
-                    res = run_stage_processes(target, spec, sources[wl], plan.opts, processes=plan.processes,
-                                              stage_index=index0 + i, loop_kind=plan.loop, progress=line,
-                                              window_probe=probe, seed_index=slot.step,
-                                              stop=None if watch is None else watch.exited)
-                except Interrupted as exc:
-                    if watch is None or not watch.exited.is_set():  # Ctrl-C or SIGTERM
-                        line.done()
-                        if exc.partial is not None:
-                            writer.add_stage(exc.partial)  # kept, marked incomplete; analyses skip it
-                        writer.run["cut"] = {"by": "interrupt", "stages_not_run": n - i - 1}
-                        raise
-                    res = exc.partial  # cut where the server exited: only what it counted is told
-                finally:
-                    if watch is not None:
-                        watch.close()
-                line.done()
-                died = _died(running.get(target.label), target.label)
-                if died is None:
-                    break
-                if retried is not None:  # once only: the stage is kept as measured, its failures counted
-                    res.notes.append(f"the retried stage saw the server exit again: {died}")
-                    log(f"    {died} again: the retried stage is kept as measured")
-                    break
-                req = res.to_dict()["requests"] if res is not None else {"completed": 0, "failed": 0}
-                retried = {"why": f"{died} during the stage", "first_try": {k: req[k] for k in ("completed", "failed")}}
-                cut = "; the stage cut where it was" if watch is not None and watch.exited.is_set() else ""
-                log(f"    {died} during the stage ({req['completed']} ok, {req['failed']} failed{cut}): starting it "
-                    "again and running the stage once more")
-                _ensure_up(plan, target, running, servers,
-                           None if run_deadline is None else max(1.0, run_deadline - time.monotonic()))
-            if res is not None and clock0 is not None:
-                res.simulator = simclock.over(clock0, simclock.read(target.url, servers.get(target.label),
-                                                                    target.headers))
-                if res.simulator is not None and res.simulator["starved"]:
-                    res.notes.append(simclock.note(res.simulator))
-            if reset is not None:
-                res.cache_reset = reset
-                if not reset["ok"]:
-                    res.notes.append(f"cache not reset before the stage: {reset.get('error')}")
-            if retried is not None:
-                res.notes.append(f"run twice: {retried['why']}; the server was started again")
-            d = writer.add_stage(res, **({"retried": retried} if retried is not None else {}))
-            measured(d, wl, c)
-            if run_deadline is not None and time.monotonic() >= run_deadline - sched.least_s() and i + 1 < n:
-                # only the run's end stops it: a stage that spent its share is cut and the ladder goes on
-                writer.run["cut"] = {"by": "max-run-time", "stages_not_run": n - i - 1}
-                log(f"--max-run-time reached: {n - i - 1} planned stage(s) not run")
-                break
-    except LoadgenError as exc:  # e.g. a server that never became healthy: the stages before it are kept
-        writer.run["cut"] = {"by": "error", "stages_not_run": n - i, "error": str(exc)}
-        raise
-    finally:
-        for srv in running.values():
-            srv.stop()
-        writer.flush()
-        log(f"stages done in {fmt_s(time.monotonic() - t_start)}")
-    return done
+
+def _annotate(res, target: Target, probed: dict | None, clock0, reset: dict | None, retried: dict | None) -> None:
+    """The stage's simulator clock, cache reset and retry, with their notes."""
+    if res is not None and clock0 is not None:
+        res.simulator = simclock.over(clock0, simclock.read(target.url, probed, target.headers))
+        if res.simulator is not None and res.simulator["starved"]:
+            res.notes.append(simclock.note(res.simulator))
+    if reset is not None:
+        res.cache_reset = reset
+        if not reset["ok"]:
+            res.notes.append(f"cache not reset before the stage: {reset.get('error')}")
+    if retried is not None:
+        res.notes.append(f"run twice: {retried['why']}; the server was started again")
 
 
 def watch_for(target: Target, probed: dict | None, interval_s: float) -> ServerWatch:

@@ -1,0 +1,101 @@
+"""What keeps a planned stage from running, as objects the ramp consults before and after each stage.
+
+In: the run's stage order (``Slot``s), its :class:`Schedule` and budget, and each measured stage's dict.
+Out: before a stage a :class:`Decision` — run it (with its share of the budget), skip it (not run, with
+why: written to ``run["not_run"]``), or stop the run there (``run["cut"]``) — and after it whether the run
+must stop. One object per reason, as guidellm's scheduler constraints are (scheduler/constraints/):
+
+- :class:`Saturation`: an open-loop target that saturated at a rate runs no higher rate (unless
+  ``--climb-past-saturation``);
+- :class:`RunBudget`: ``--max-run-time`` shared out between the stages left; a load whose share cannot buy
+  a steady window is not run for any configuration; the run ends when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from loadgen.run.order import Schedule, Slot
+from loadgen.stage.saturation import saturation
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action``: "run", "skip" or "stop". A skip says ``said`` in the log and ``why`` in ``run.not_run``;
+    a run carries its share of the budget (seconds or None, and what bounds it)."""
+
+    action: str
+    why: str = ""
+    said: str = ""
+    budget: float | None = None
+    by: str = ""
+
+
+RUN = Decision("run")
+
+
+class Saturation:
+    """Open loop: (target, workload) → the value where it saturated and why; higher values are not run."""
+
+    def __init__(self, load_words, climb: bool) -> None:
+        self.load_words, self.climb = load_words, climb
+        self.at: dict[tuple[str, str], tuple[float, str]] = {}
+
+    def before(self, slot: Slot) -> Decision:
+        sat = self.at.get((slot.target.label, slot.workload))
+        if sat is None or slot.concurrency <= sat[0] or self.climb:
+            return RUN
+        return Decision("skip", why=f"saturated at {sat[0]:g}",
+                        said=f"the server saturated at {self.load_words(sat[0])} ({sat[1]})")
+
+    def measured(self, d: dict, slot: Slot) -> str:
+        """Learn from an open-loop stage; its line (offered, ended, dispatch lag, SATURATED)."""
+        ol = d.get("open_loop") or {}
+        lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
+        verdict = saturation(d)
+        if verdict.saturated:
+            self.at.setdefault((slot.target.label, slot.workload), (slot.concurrency, verdict.why))
+        return (f"offered {ol.get('rate', slot.concurrency):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s "
+                f"in the window; dispatch lag p99 {lag if lag is not None else float('nan'):.2f} ms"
+                + (f"; SATURATED: {verdict.why}" if verdict.saturated else ""))
+
+
+class RunBudget:
+    """``--max-run-time``: each stage's share of what is left (``Schedule.budget``), loads it cannot buy a
+    steady window at (not compared anyway, analysis.coverage: their share buys the other stages' time), and
+    the run's end. Without a budget every stage runs."""
+
+    def __init__(self, sched: Schedule, max_run_s: float | None, t_start: float) -> None:
+        self.sched = sched
+        self.deadline = t_start + max_run_s if max_run_s else None
+        self.unaffordable: dict[tuple[str, float], str] = {}
+        """(workload, value) → why the run's budget cannot buy a steady window there: not run for any target."""
+
+    def left_s(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def skipped(self, i: int) -> frozenset[int]:
+        slots = self.sched.slots
+        return frozenset(j for j in range(i, len(slots))
+                         if (slots[j].workload, slots[j].concurrency) in self.unaffordable)
+
+    def before(self, i: int, slot: Slot) -> Decision:
+        key = (slot.workload, slot.concurrency)
+        why = self.unaffordable.get(key, "")
+        if not why:
+            given = self.sched.budget(i, self.left_s(), self.skipped(i))
+            if given is None:
+                return Decision("stop")
+            budget, by = given
+            why = self.sched.unaffordable(i, budget, by)
+            if not why:
+                return Decision("run", budget=budget, by=by)
+        self.unaffordable[key] = why
+        return Decision("skip", why=why, said=why)
+
+    def spent(self, i: int) -> bool:
+        """After stage ``i``: whether the run's end has come (only the run's end stops it: a stage that spent
+        its share is cut and the ladder goes on)."""
+        return (self.deadline is not None and time.monotonic() >= self.deadline - self.sched.least_s()
+                and i + 1 < len(self.sched.slots))
