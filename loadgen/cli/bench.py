@@ -7,7 +7,7 @@ import importlib
 
 BENCHES = {
     "client": "loadgen.bench.client_bench",
-    "sim": "loadgen.sim.bench",
+    "sim": "loadgen.bench.sim_bench",
     "crossover": "loadgen.bench.crossover_bench",
     "dispatch": "loadgen.bench.dispatch_bench",
     "rates": "loadgen.bench.rate_bench",

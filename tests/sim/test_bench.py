@@ -1,6 +1,6 @@
 """The simulator benchmark runs end to end (tiny) and reports its figures."""
 
-from loadgen.sim import bench
+from loadgen.bench import sim_bench as bench
 
 
 def test_bench_smoke(live, capsys):
