@@ -8,5 +8,6 @@ schedule in virtual time (``virtual``, ``known``) so a run's crossover can be ch
 - ``profiles``/``model``/``calibrate``: the cost model; ``scheduler``: continuous batching;
 - ``server`` (request life), ``routes`` (generation), ``admin`` (info, health, metrics), ``wire``;
 - ``validate``/``requestplan``/``textgen``/``acceptance``: a request's checks, plan and text;
-- ``process``: the simulator as a child process; ``closedloop``: a plain load on it (its benchmark, ``loadgen bench sim``, is loadgen/bench/sim_bench.py).
+- ``process``: the simulator as a child process; ``closedloop``: a plain load on it (its benchmark,
+  ``loadgen bench sim``, is loadgen/bench/sim_bench.py).
 """
