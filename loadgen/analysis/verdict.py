@@ -225,18 +225,36 @@ def verdict(analysis: MetricAnalysis, scope: Scope | None = None, *, advises: bo
     return v
 
 
-def _verdict(analysis: MetricAnalysis, scope: Scope | None, advises: bool = True) -> Verdict:
-    """``advises``: the words say where to enable speculation; else what the metric shows (a latency
-    percentile beside the deciding throughput explains: ITL p99 said "do not enable speculation" on the
-    H200 beside a +35-43 % throughput win)."""
+@dataclass
+class _Reading:
+    """What every verdict sentence of one metric draws on: the measured range, the caveat and what blocks an
+    everywhere-claim, where each target won, the ties that are sure and those too wide to call (and why)."""
+
+    name: str
+    measured: str
+    order: list[int]
+    caveat: str
+    blockers: list[str]
+    spec_at: list[str]
+    base_at: list[str]
+    sure: list[int]
+    unsure: list[int]
+    why: str
+    advises: bool
+
+    def elsewhere(self) -> str:
+        """How the stages without a winner read: 'tied', 'inconclusive' or both."""
+        if not self.unsure:
+            return " and tied elsewhere"
+        if self.sure:
+            return (f", tied at {', '.join(_runs(self.sure, self.order))} and inconclusive at "
+                    f"{', '.join(_runs(self.unsure, self.order))}")
+        return " and inconclusive elsewhere"
+
+
+def _reading(analysis: MetricAnalysis, scope: Scope | None, advises: bool) -> _Reading:
+    """The shared context of a metric's verdict (its comparisons are not empty)."""
     comps = analysis.comparisons
-    name = analysis.metric
-    if not comps:
-        return Verdict(NOT_COMPARED, f"{name}: not compared: no stage was measured by both targets.")
-    measured = _fmt_range(comps[0].concurrency, comps[-1].concurrency)
-    order = [c.concurrency for c in comps]
-    pct = f"{analysis.confidence * 100:g} %"
-    xs = analysis.crossovers
     caveat, blockers = _caveat(analysis, scope)
     by_c = {c.concurrency: c for c in comps}
 
@@ -245,94 +263,116 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None, advises: bool = True
 
     tied = [c for r in analysis.regions if r.verdict == TIE for c in r.concurrencies]
     # a tie inside a crossover's span is where it crosses: the crossover's interval already says how sure
-    unsure = [c for c in tied if by_c[c].wide and not any(x.low_c < c < x.high_c for x in xs)]
+    unsure = [c for c in tied if by_c[c].wide and not any(x.low_c < c < x.high_c for x in analysis.crossovers)]
     sure = [c for c in tied if not by_c[c].wide]
     why = _why_inconclusive(analysis, unsure) if unsure else ""
     if unsure:
         blockers.append(f"{_fmt_cs(unsure)} {'is' if len(unsure) == 1 else 'are'} inconclusive")
+    return _Reading(analysis.metric, _fmt_range(comps[0].concurrency, comps[-1].concurrency),
+                    [c.concurrency for c in comps], caveat, blockers, where(SPEC), where(BASELINE), sure, unsure,
+                    why, advises)
+
+
+def _verdict(analysis: MetricAnalysis, scope: Scope | None, advises: bool = True) -> Verdict:
+    """``advises``: the words say where to enable speculation; else what the metric shows (a latency
+    percentile beside the deciding throughput explains: ITL p99 said "do not enable speculation" on the
+    H200 beside a +35-43 % throughput win)."""
+    if not analysis.comparisons:
+        return Verdict(NOT_COMPARED, f"{analysis.metric}: not compared: no stage was measured by both targets.")
+    r = _reading(analysis, scope, advises)
+    if analysis.crossovers:
+        return _crossing_verdict(analysis, r)
+    if analysis.candidates:
+        hints = ", ".join(
+            f"C≈{_fmt_c(x.estimate)} (between C={x.low_c} and C={x.high_c})" for x in analysis.candidates
+        )
+        text = (
+            f"{r.name}: no crossover confirmed over the whole ladder ({r.measured}); stage by stage the better target "
+            f"seems to change near {hints}, but not clearly enough to rely on. Measure longer or repeat those stages."
+        )
+        return Verdict("mixed", text, r.caveat)
+    if r.spec_at and not r.base_at:
+        return _spec_side_verdict(r)
+    if r.base_at and not r.spec_at:
+        return _baseline_side_verdict(r)
+    return _no_winner_verdict(r)
+
+
+def _crossing_verdict(analysis: MetricAnalysis, r: _Reading) -> Verdict:
+    """One crossover: which side of it to enable speculation on; several: where each starts or stops paying."""
+    xs = analysis.crossovers
+    pct = f"{analysis.confidence * 100:g} %"
 
     def interval(x: Crossover) -> str:
         return f"{pct} interval {_fmt_c(x.ci_low)}–{_fmt_c(x.ci_high)}"
 
-    def gap(x: Crossover) -> str:
-        if x.local_high_c / x.local_low_c <= 1.5:
-            return ""
-        return (
-            f"It was interpolated between C={x.local_low_c} and C={x.local_high_c}; "
-            "measuring stages between them would place it better."
-        )
-
-    def detail(*parts: str) -> str:
-        return " ".join(p for p in parts if p)
-
-    def elsewhere() -> str:
-        """How the stages without a winner read: 'tied', 'inconclusive' or both."""
-        if not unsure:
-            return " and tied elsewhere"
-        if sure:
-            return f", tied at {', '.join(_runs(sure, order))} and inconclusive at {', '.join(_runs(unsure, order))}"
-        return " and inconclusive elsewhere"
-
-    spec_at, base_at = where(SPEC), where(BASELINE)
-    if len(xs) == 1:
-        x = xs[0]
-        at = f"C≈{_fmt_c(x.estimate)} ({interval(x)})"
-        if x.direction == SPEC_TO_BASELINE:
-            says = (f"enable speculation below {at}; above it the baseline is better" if advises else
-                    f"speculation is better below {at}; above it the baseline is")
-        else:
-            says = (f"enable speculation above {at}; below it the baseline is better" if advises else
-                    f"the baseline is better below {at}; speculation above it")
-        text = f"{name}: {says} (measured {measured})."
-        return Verdict("cross", text, caveat, detail=detail(gap(x), why))
     if len(xs) > 1:
         parts = [
             f"{'stops' if x.direction == SPEC_TO_BASELINE else 'starts'} paying off at C≈{_fmt_c(x.estimate)} ({interval(x)})"
             for x in xs
         ]
         text = (
-            f"{name}: {len(xs)} crossovers — speculation {', then '.join(parts)}. "
-            f"Speculation is better at {', '.join(spec_at) or 'no measured stage'}; "
-            f"the baseline at {', '.join(base_at) or 'no measured stage'} (measured {measured})."
+            f"{r.name}: {len(xs)} crossovers — speculation {', then '.join(parts)}. "
+            f"Speculation is better at {', '.join(r.spec_at) or 'no measured stage'}; "
+            f"the baseline at {', '.join(r.base_at) or 'no measured stage'} (measured {r.measured})."
         )
-        return Verdict("cross", text, caveat, detail=why)
-    if analysis.candidates:
-        hints = ", ".join(
-            f"C≈{_fmt_c(x.estimate)} (between C={x.low_c} and C={x.high_c})" for x in analysis.candidates
-        )
-        text = (
-            f"{name}: no crossover confirmed over the whole ladder ({measured}); stage by stage the better target "
-            f"seems to change near {hints}, but not clearly enough to rely on. Measure longer or repeat those stages."
-        )
-        return Verdict("mixed", text, caveat)
-    if spec_at and not base_at:
-        if len(spec_at) == 1 and spec_at[0] == measured:
-            return Verdict("spec", f"{name}: speculation wins at every measured concurrency ({measured}); no crossover.",
-                           caveat)
-        if not blockers:
-            return Verdict("spec-some", f"{name}: speculation is better at {', '.join(spec_at)} and tied elsewhere in "
-                           f"{measured}; it never loses{', so enabling it everywhere is safe' if advises else ''}; "
-                           "no crossover.", caveat, everywhere=advises)
-        return Verdict("spec-some", f"{name}: speculation is better at {', '.join(spec_at)}{elsewhere()} in {measured}; "
-                       "it lost at no measured stage"
-                       + (f", but that does not show enabling it everywhere is safe: {'; '.join(blockers)}" if advises
-                          else "") + "; no crossover.", caveat, detail=why)
-    if base_at and not spec_at:
-        if len(base_at) == 1 and base_at[0] == measured:
-            return Verdict("baseline", f"{name}: the baseline wins at every measured concurrency ({measured})"
-                           + ("; do not enable speculation." if advises else "."), caveat)
-        never = "speculation never wins" if not blockers else "speculation won at no measured stage"
-        return Verdict("baseline-some", f"{name}: the baseline is better at {', '.join(base_at)}{elsewhere()} in "
-                       f"{measured}; {never}; no crossover.", caveat, detail=why)
-    if not unsure:
+        return Verdict("cross", text, r.caveat, detail=r.why)
+    x = xs[0]
+    at = f"C≈{_fmt_c(x.estimate)} ({interval(x)})"
+    if x.direction == SPEC_TO_BASELINE:
+        says = (f"enable speculation below {at}; above it the baseline is better" if r.advises else
+                f"speculation is better below {at}; above it the baseline is")
+    else:
+        says = (f"enable speculation above {at}; below it the baseline is better" if r.advises else
+                f"the baseline is better below {at}; speculation above it")
+    text = f"{r.name}: {says} (measured {r.measured})."
+    gap = "" if x.local_high_c / x.local_low_c <= 1.5 else (
+        f"It was interpolated between C={x.local_low_c} and C={x.local_high_c}; "
+        "measuring stages between them would place it better."
+    )
+    return Verdict("cross", text, r.caveat, detail=" ".join(p for p in (gap, r.why) if p))
+
+
+def _spec_side_verdict(r: _Reading) -> Verdict:
+    """Speculation better somewhere, the baseline nowhere: everywhere, or only at some stages."""
+    name, measured = r.name, r.measured
+    if len(r.spec_at) == 1 and r.spec_at[0] == measured:
+        return Verdict("spec", f"{name}: speculation wins at every measured concurrency ({measured}); no crossover.",
+                       r.caveat)
+    if not r.blockers:
+        return Verdict("spec-some", f"{name}: speculation is better at {', '.join(r.spec_at)} and tied elsewhere in "
+                       f"{measured}; it never loses{', so enabling it everywhere is safe' if r.advises else ''}; "
+                       "no crossover.", r.caveat, everywhere=r.advises)
+    return Verdict("spec-some", f"{name}: speculation is better at {', '.join(r.spec_at)}{r.elsewhere()} in {measured}; "
+                   "it lost at no measured stage"
+                   + (f", but that does not show enabling it everywhere is safe: {'; '.join(r.blockers)}" if r.advises
+                      else "") + "; no crossover.", r.caveat, detail=r.why)
+
+
+def _baseline_side_verdict(r: _Reading) -> Verdict:
+    """The baseline better somewhere, speculation nowhere: everywhere, or only at some stages."""
+    name, measured = r.name, r.measured
+    if len(r.base_at) == 1 and r.base_at[0] == measured:
+        return Verdict("baseline", f"{name}: the baseline wins at every measured concurrency ({measured})"
+                       + ("; do not enable speculation." if r.advises else "."), r.caveat)
+    never = "speculation never wins" if not r.blockers else "speculation won at no measured stage"
+    return Verdict("baseline-some", f"{name}: the baseline is better at {', '.join(r.base_at)}{r.elsewhere()} in "
+                   f"{measured}; {never}; no crossover.", r.caveat, detail=r.why)
+
+
+def _no_winner_verdict(r: _Reading) -> Verdict:
+    """No winner at any stage: a measured tie everywhere, or inconclusive somewhere."""
+    name, measured = r.name, r.measured
+    if not r.unsure:
         return Verdict("tie", f"{name}: no difference beyond the noise at any measured concurrency ({measured}); "
-                       "no crossover.", caveat)
-    if not sure:
+                       "no crossover.", r.caveat)
+    if not r.sure:
         return Verdict(INCONCLUSIVE, f"{name}: inconclusive at every measured concurrency ({measured}): no stage "
-                       "shows a difference that holds over the whole ladder, but none rules one out; no crossover.", caveat,
-                       detail=why)
-    return Verdict(INCONCLUSIVE, f"{name}: no difference beyond the noise at {', '.join(_runs(sure, order))}, "
-                   f"inconclusive at {', '.join(_runs(unsure, order))} ({measured}); no crossover.", caveat, detail=why)
+                       "shows a difference that holds over the whole ladder, but none rules one out; no crossover.",
+                       r.caveat, detail=r.why)
+    return Verdict(INCONCLUSIVE, f"{name}: no difference beyond the noise at {', '.join(_runs(r.sure, r.order))}, "
+                   f"inconclusive at {', '.join(_runs(r.unsure, r.order))} ({measured}); no crossover.", r.caveat,
+                   detail=r.why)
 
 
 def recommendation(analysis: MetricAnalysis, scope: Scope | None = None) -> str:
