@@ -125,67 +125,15 @@ def _place(
     # Interval: every point of the span where the difference, interpolated on
     # log C between neighbouring stages, is not distinguishable from zero,
     # i.e. the bootstrap puts zero in neither of its (1 - level)/2 tails.
-    reps = [b.replicates(stage_level) for b in boots]
-    tail = (1.0 - stage_level) / 2.0
-    segments = []
-    for a_r, b_r in zip(reps, reps[1:]):
-        # a + w (b - a) <= 0 holds always, never, for w <= w0 or for w >= w0
-        always, up, down = 0, [], []
-        for a, b in zip(a_r, b_r):
-            if a <= 0.0 and b <= 0.0:
-                always += 1
-            elif a <= 0.0 < b:
-                up.append(-a / (b - a))
-            elif b <= 0.0 < a:
-                down.append(a / (a - b))
-        up.sort()
-        down.sort()
-        segments.append((always, up, down, min(len(a_r), len(b_r))))
-
-    def inside(i: int, w: float) -> bool:
-        always, up, down, n_rep = segments[i]
-        below = always + len(up) - bisect.bisect_left(up, w) + bisect.bisect_right(down, w)
-        p = below / n_rep
-        return tail <= p <= 1.0 - tail
-
-    steps = 32
-    found: list[float] = []
-    for i in range(len(span) - 1):
-        x0, x1 = xs[i], xs[i + 1]
-        prev_w, prev_in = 0.0, inside(i, 0.0)
-        if prev_in:
-            found.append(x0)
-        for k in range(1, steps + 1):
-            w = k / steps
-            now = inside(i, w)
-            if now != prev_in:
-                a, b = prev_w, w  # refine the edge by bisection
-                for _ in range(10):
-                    m = 0.5 * (a + b)
-                    if inside(i, m) == prev_in:
-                        a = m
-                    else:
-                        b = m
-                found.append(x0 + (b if now else a) * (x1 - x0))
-            elif now and k == steps:
-                found.append(x1)
-            prev_w, prev_in = w, now
+    segments = _gap_segments([b.replicates(stage_level) for b in boots])
+    found = _undistinguished_edges(segments, xs, (1.0 - stage_level) / 2.0)
     lo = min(found + [x_hat])
     hi = max(found + [x_hat])
     if to_stages:
         for x0, x1 in zip(xs, xs[1:]):
             if lo < x1 and hi > x0:
                 lo, hi = min(lo, x0), max(hi, x1)
-    # If delta is monotone across the span, the zero also lies between the last
-    # stage significantly on one side and the first significantly on the other.
-    for x, b in zip(xs, boots):
-        d_lo, d_hi = b.interval(stage_level)
-        # in the orientation where delta increases across the span
-        g_lo, g_hi = (d_lo, d_hi) if increasing else (-d_hi, -d_lo)
-        if x <= x_hat and g_hi < 0.0:
-            lo = max(lo, x)
-        if x >= x_hat and g_lo > 0.0:
-            hi = min(hi, x)
+    lo, hi = _within_significant(lo, hi, xs, boots, x_hat, increasing, stage_level)
 
     est = math.exp(x_hat)
     cs = [c.concurrency for c in span]
@@ -205,6 +153,82 @@ def _place(
         local_low_c=below[-1] if below else cs[0],
         local_high_c=above[0] if above else cs[-1],
     )
+
+
+_Segment = tuple[int, list[float], list[float], int]
+"""One gap between neighbouring stages, for the replicate pairs (a, b) across it: how many are at or below zero
+all along, the sorted weights w0 up to which a + w (b - a) <= 0 holds (pairs rising through zero), those from
+which it holds (falling), and the number of pairs."""
+
+
+def _gap_segments(reps: Sequence[Sequence[float]]) -> list[_Segment]:
+    """Each gap's replicate pairs sorted by where their interpolated difference crosses zero (``_Segment``)."""
+    segments = []
+    for a_r, b_r in zip(reps, reps[1:]):
+        # a + w (b - a) <= 0 holds always, never, for w <= w0 or for w >= w0
+        always, up, down = 0, [], []
+        for a, b in zip(a_r, b_r):
+            if a <= 0.0 and b <= 0.0:
+                always += 1
+            elif a <= 0.0 < b:
+                up.append(-a / (b - a))
+            elif b <= 0.0 < a:
+                down.append(a / (a - b))
+        up.sort()
+        down.sort()
+        segments.append((always, up, down, min(len(a_r), len(b_r))))
+    return segments
+
+
+def _undistinguished_edges(segments: Sequence[_Segment], xs: Sequence[float], tail: float) -> list[float]:
+    """The log-C points where the interpolated difference enters or leaves being indistinguishable from zero
+    (zero in neither ``tail`` of its replicates), each stage inside such a stretch included: a grid of 32 steps
+    per gap, each edge refined by 10 bisections."""
+
+    def inside(i: int, w: float) -> bool:
+        always, up, down, n_rep = segments[i]
+        below = always + len(up) - bisect.bisect_left(up, w) + bisect.bisect_right(down, w)
+        p = below / n_rep
+        return tail <= p <= 1.0 - tail
+
+    steps = 32
+    found: list[float] = []
+    for i in range(len(xs) - 1):
+        x0, x1 = xs[i], xs[i + 1]
+        prev_w, prev_in = 0.0, inside(i, 0.0)
+        if prev_in:
+            found.append(x0)
+        for k in range(1, steps + 1):
+            w = k / steps
+            now = inside(i, w)
+            if now != prev_in:
+                a, b = prev_w, w  # refine the edge by bisection
+                for _ in range(10):
+                    m = 0.5 * (a + b)
+                    if inside(i, m) == prev_in:
+                        a = m
+                    else:
+                        b = m
+                found.append(x0 + (b if now else a) * (x1 - x0))
+            elif now and k == steps:
+                found.append(x1)
+            prev_w, prev_in = w, now
+    return found
+
+
+def _within_significant(lo: float, hi: float, xs: Sequence[float], boots: Sequence, x_hat: float,
+                        increasing: bool, stage_level: float) -> tuple[float, float]:
+    """[lo, hi] cut to lie between the last stage significantly on one side of zero and the first significantly
+    on the other (where delta is monotone across the span, the zero lies between them)."""
+    for x, b in zip(xs, boots):
+        d_lo, d_hi = b.interval(stage_level)
+        # in the orientation where delta increases across the span
+        g_lo, g_hi = (d_lo, d_hi) if increasing else (-d_hi, -d_lo)
+        if x <= x_hat and g_hi < 0.0:
+            lo = max(lo, x)
+        if x >= x_hat and g_lo > 0.0:
+            hi = min(hi, x)
+    return lo, hi
 
 
 def _at(x: float, span: Sequence[StageComparison], xs: Sequence[float]) -> float:
