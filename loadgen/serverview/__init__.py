@@ -5,8 +5,8 @@ instants). Out: the stage's ``server`` block, a JSON-able dict documented in doc
 ("The server's view"): counter deltas, gauge summaries, the server's latency histograms over the
 window, acceptance per position, and cross-checks of the client's figures against the server's.
 
-- ``engines``: one table per engine (SGLang, vLLM, llama.cpp): which metric names mean what,
-  when its counters move, how its prefix cache is emptied. Adding an engine is one entry.
+- which metric names mean what for each engine, when its counters move and how its prefix cache is
+  emptied are the engine's own module's (``loadgen.engines``); nothing here names an engine.
 - ``page``: one scrape: fetch ``/metrics`` (bounded in time and size), parse it with
   ``prometheus_client``'s parser into a :class:`~loadgen.serverview.page.Snapshot`.
 - ``summary``: two edge snapshots and the samples between them → the ``server`` block.

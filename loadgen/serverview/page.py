@@ -18,8 +18,9 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from loadgen.engines import detect, get
+from loadgen.engines.base import Series
 from loadgen.serverview import wire
-from loadgen.serverview.engines import SGLANG_RANK, Series, detect
 
 _now = time.perf_counter_ns  # loadgen's clock (CLOCK_MONOTONIC), the one requests and windows are stamped with
 
@@ -60,11 +61,14 @@ class Snapshot:
         rows = self.series.get(name)
         if rows is None:
             return None
+        metrics = get(self.engine).metrics
+        rank = metrics.rank_label if metrics is not None else None
         out = []
         for labels, v in rows:
             d = dict(labels)
-            # SGLang writes a scheduler gauge once per tensor-parallel rank, each the same batch: read rank 0
-            if d.get(SGLANG_RANK, "0") != "0":
+            # an engine writing a gauge once per rank (SGLang: per tensor-parallel rank) writes the same batch
+            # in each: rank 0 is read
+            if rank is not None and d.get(rank, "0") != "0":
                 continue
             if any(d.get(k) != want for k, want in where.items()):
                 continue

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from loadgen.serverview.engines import COUNTERS, ENGINES, Engine, Series
+from loadgen.engines import get, with_metrics
+from loadgen.engines.base import COUNTERS, Metrics, Series
 from loadgen.serverview.page import Snapshot
 
 
@@ -105,7 +106,7 @@ def _gauge(values: list[float]) -> dict | None:
             "min": _num(min(values)), "max": _num(max(values)), "n": len(values)}
 
 
-def _went_back(engine: Engine, snaps: list[Snapshot]) -> list[str]:
+def _went_back(engine: Metrics, snaps: list[Snapshot]) -> list[str]:
     """Counters that decreased between consecutive snapshots (open, samples..., close)."""
     back = []
     for q, s in engine.counters.items():
@@ -115,7 +116,7 @@ def _went_back(engine: Engine, snaps: list[Snapshot]) -> list[str]:
     return back
 
 
-def _busy_slot_steps(before: Snapshot, after: Snapshot, engine: Engine, back: list[str]) -> dict:
+def _busy_slot_steps(before: Snapshot, after: Snapshot, engine: Metrics, back: list[str]) -> dict:
     none = {"busy_slot_steps": None, "busy_slot_steps_error": None, "mean_busy_per_step": None}
     steps_s = engine.counters.get("decode_steps")
     if not (steps_s and engine.busy_per_step) or back:
@@ -134,9 +135,8 @@ def _busy_slot_steps(before: Snapshot, after: Snapshot, engine: Engine, back: li
             "mean_busy_per_step": _ratio(busy, n1 - n0, digits=3)}
 
 
-def window_summary(before: Snapshot | None, after: Snapshot | None, samples: list[Snapshot] = (),
-                   failed_samples: list[str] = (), interval_s: float = 0.0) -> dict:
-    """The ``server`` block (without the client-side checks, which ``checks`` adds)."""
+def _why_not(before: Snapshot | None, after: Snapshot | None) -> dict | None:
+    """The unavailable block where the two edges cannot be compared, else None."""
     for snap in (before, after):
         if snap is not None and not snap.ok:
             return unavailable(snap.error, snap.url)
@@ -147,17 +147,15 @@ def window_summary(before: Snapshot | None, after: Snapshot | None, samples: lis
     if before.engine != after.engine:
         return unavailable(f"{after.url}: engine changed between scrapes ({before.engine} -> {after.engine})",
                            after.url)
-    engine = ENGINES.get(after.engine)
-    if engine is None:
-        return unavailable(f"{after.url}: no metrics loadgen knows (not SGLang, vLLM or llama.cpp)", after.url)
-    notes: list[str] = []
-    between = [s for s in samples if s.ok and before.t_ns < s.t_ns < after.t_ns]
-    snaps = [before, *between, after]
-    back = _went_back(engine, snaps)
-    if back:
-        notes.append(f"{after.url}: counter went backwards inside the window ({', '.join(back)}): the server "
-                     "restarted or reset its metrics; its counter figures for this stage are left out")
+    if get(after.engine).metrics is None:
+        return unavailable(f"{after.url}: no metrics loadgen knows (not {with_metrics()})", after.url)
+    return None
 
+
+def _counter_deltas(before: Snapshot, after: Snapshot, engine: Metrics, back: list[str],
+                    notes: list[str]) -> tuple[dict[str, float | None], dict[str, float]]:
+    """Each quantity's difference between the edges (None where absent or after a restart), and each
+    series' by the name the page has."""
     counters: dict[str, float] = {}
     values: dict[str, float | None] = {}
     missing = []
@@ -176,22 +174,24 @@ def window_summary(before: Snapshot | None, after: Snapshot | None, samples: lis
     if "output_tokens" in missing:
         notes.append(f"{after.url}: no generated-token counter ({engine.counters['output_tokens'].names[0]}) "
                      "on the page: the server's token count is not known")
+    return values, counters
 
-    per_pos = None
-    if engine.per_position is not None and not back:
-        a, b = after.positions(engine.per_position), before.positions(engine.per_position) or {}
-        if a:
-            per_pos = [a.get(k, 0.0) - b.get(k, 0.0) for k in range(max(a) + 1)]
-            if min(per_pos) < 0:
-                per_pos = None
-                notes.append(f"{after.url}: a per-position acceptance counter went backwards: left out")
-        elif values.get("drafts") is not None:
-            per_pos = []  # llama.cpp lists positions only once a draft happened
 
-    gauges = {}
-    for q, s in engine.gauges.items():
-        vals = [v for v in (snap.read(s) for snap in snaps) if v is not None]
-        gauges[q] = _gauge(vals)
+def _per_position(before: Snapshot, after: Snapshot, engine: Metrics, drafts: float | None,
+                  notes: list[str]) -> list[float] | None:
+    if engine.per_position is None:
+        return None
+    a, b = after.positions(engine.per_position), before.positions(engine.per_position) or {}
+    if a:
+        per_pos = [a.get(k, 0.0) - b.get(k, 0.0) for k in range(max(a) + 1)]
+        if min(per_pos) < 0:
+            notes.append(f"{after.url}: a per-position acceptance counter went backwards: left out")
+            return None
+        return per_pos
+    return [] if drafts is not None else None  # llama.cpp lists positions only once a draft happened
+
+
+def _latency(before: Snapshot, after: Snapshot, engine: Metrics, notes: list[str]) -> dict:
     hist = {}
     for q, s in engine.histograms.items():
         d = _histogram_delta(before.buckets(s), after.buckets(s))
@@ -199,6 +199,28 @@ def window_summary(before: Snapshot | None, after: Snapshot | None, samples: lis
             notes.append(f"{after.url}: the {q} histogram went backwards inside the window: left out")
             d = None
         hist[q] = d
+    return hist
+
+
+def window_summary(before: Snapshot | None, after: Snapshot | None, samples: list[Snapshot] = (),
+                   failed_samples: list[str] = (), interval_s: float = 0.0) -> dict:
+    """The ``server`` block (without the client-side checks, which ``checks`` adds)."""
+    why_not = _why_not(before, after)
+    if why_not is not None:
+        return why_not
+    engine = get(after.engine).metrics
+    notes: list[str] = []
+    between = [s for s in samples if s.ok and before.t_ns < s.t_ns < after.t_ns]
+    snaps = [before, *between, after]
+    back = _went_back(engine, snaps)
+    if back:
+        notes.append(f"{after.url}: counter went backwards inside the window ({', '.join(back)}): the server "
+                     "restarted or reset its metrics; its counter figures for this stage are left out")
+    values, counters = _counter_deltas(before, after, engine, back, notes)
+    per_pos = None if back else _per_position(before, after, engine, values["drafts"], notes)
+    gauges = {q: _gauge([v for v in (snap.read(s) for snap in snaps) if v is not None])
+              for q, s in engine.gauges.items()}
+    hist = _latency(before, after, engine, notes)
 
     out_tok, drafts = values["output_tokens"], values["drafts"]
     drafted, accepted, verify = values["draft_tokens"], values["accepted_tokens"], values["verify_calls"]
@@ -211,7 +233,7 @@ def window_summary(before: Snapshot | None, after: Snapshot | None, samples: lis
         notes.append(f"a sample between the edges failed: {f}")
     return {
         "available": True,
-        "engine": engine.name,
+        "engine": after.engine,
         "url": after.url,
         "interval_s": round((after.t_ns - before.t_ns) / 1e9, 4),
         "scrape_rtt_ms": [round(before.rtt_ns / 1e6, 3), round(after.rtt_ns / 1e6, 3)],

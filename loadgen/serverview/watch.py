@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from loadgen.serverview.engines import ENGINES, interval_names
+from loadgen.engines import get
 from loadgen.serverview.page import Snapshot, fetch, line_filter
 from loadgen.serverview.summary import window_summary
 
@@ -81,11 +81,11 @@ class ServerWatch:
             self._stopped = False
         self._before = self.scrape()
         self._samples, self._failed = [], []
-        engine = ENGINES.get(self._before.engine) if self._before.ok else None
+        metrics = get(self._before.engine).metrics if self._before.ok else None
         with self._lock:
-            if self.interval_s > 0 and engine is not None and not self._stopped:
+            if self.interval_s > 0 and metrics is not None and not self._stopped:
                 self._stop = threading.Event()
-                self._thread = threading.Thread(target=self._sample, args=(interval_names(engine), self._stop),
+                self._thread = threading.Thread(target=self._sample, args=(metrics.interval_names(), self._stop),
                                                 name="loadgen-serverwatch", daemon=True)
                 self._thread.start()
 

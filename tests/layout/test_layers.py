@@ -18,6 +18,7 @@ ROOT = Path(loadgen.__file__).parent
 RANK = {
     "": 0,  # the top level: hand-off types (request, record, histograms), errors, the package's face
     "timing": 0,  # arrival processes and traces: planned send times, pure (the simulator's truth reads them)
+    "engines": 0,  # one module per serving engine, tables and pure functions: the simulator writes their series
     "workloads": 1,
     "client": 2,
     "sim": 3,  # the embedded simulator: reads the tokens rule and the wire protocols, nothing of the run

@@ -1,0 +1,62 @@
+"""One module per serving engine: everything loadgen knows about SGLang, vLLM, llama.cpp, a generic OpenAI server.
+
+In: nothing (tables and pure functions; the HTTP stays with whoever asks). Out: :data:`ENGINES`, name →
+:class:`~loadgen.engines.base.Engine`, and the questions every other folder asks of it:
+
+- how it is detected: :func:`by_owner` (``/v1/models``' ``owned_by``), each engine's ``probe`` (which info
+  pages run/probe.py fetches, how it reads them), :func:`detect` (a ``/metrics`` page's sample names);
+- whether it speculates (``speculative``, from what its probe kept);
+- its ``/metrics`` series and when they move (``metrics``: serverview reads them, sim writes them);
+- its cache reset (``reset``: what serverview/reset.py posts and how it reads the answer);
+- its per-batch speculation setting (``terms``: analysis/engineterms.py resolves the policy, the engine
+  spells it; ``no_terms`` why there is none) and its words in the report (``title``, ``cap_word``).
+
+Engine names are what run.json, crossover.json and the ``server`` block write ("sglang", "vllm",
+"llama.cpp"); a server nothing claims is "unknown", and :func:`get` answers the generic OpenAI
+engine (``openai``) for it. The registry's order is the probe's and the page detection's.
+
+**Adding an engine** (TensorRT-LLM, TGI, …): one module here building an ``Engine`` (its name, how its
+probe tells it apart, its metric names and when they move, its reset, its terms or why none), listed in
+``ENGINES`` below, plus its tests in tests/engines/ (detected from a recorded answer of the real server;
+a recorded ``/metrics`` page summarised). Nothing else changes: the probe, the window summary, the reset,
+the engine terms and the report ask the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from loadgen.engines import llamacpp, openai, sglang, vllm
+from loadgen.engines.base import Engine
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (sglang.ENGINE, vllm.ENGINE, llamacpp.ENGINE, openai.ENGINE)}
+"""name → engine; a test or a plugin adds one by adding an entry."""
+
+GENERIC = openai.ENGINE
+UNKNOWN = "unknown"
+"""The engine name of a server (or a page) no engine claims."""
+
+
+def get(name: str | None) -> Engine:
+    """The named engine; the generic OpenAI one for "unknown" or any name loadgen does not hold."""
+    return ENGINES.get(name or "", GENERIC)
+
+
+def detect(names: Iterable[str]) -> str:
+    """The engine whose metric prefix the page's sample names carry, else "unknown"."""
+    names = list(names)
+    for engine in ENGINES.values():
+        if engine.metrics is not None and any(n.startswith(engine.metrics.prefix) for n in names):
+            return engine.name
+    return UNKNOWN
+
+
+def by_owner(owners: set) -> str:
+    """The engine whose ``owned_by`` a ``/v1/models`` answer carries, else "unknown"."""
+    return next((e.name for e in ENGINES.values() if e.probe.owned_by and e.probe.owned_by in owners), UNKNOWN)
+
+
+def with_metrics() -> str:
+    """The engines whose /metrics loadgen reads, as a sentence names them: "SGLang, vLLM or llama.cpp"."""
+    titles = [e.title or e.name for e in ENGINES.values() if e.metrics is not None]
+    return ", ".join(titles[:-1]) + " or " + titles[-1] if len(titles) > 1 else "".join(titles)
