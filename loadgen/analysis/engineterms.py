@@ -10,36 +10,21 @@ side's batch is taken, since the setting runs on a speculative server), the run'
 ``engine`` and ``server_info``). Out: a :class:`Translation`: the :class:`EngineTerm` of every engine
 that can express the policy on one server, and one line per reason it cannot.
 
-What the engines read (upstream source, as of this writing):
-
-- SGLang ``--speculative-adaptive --speculative-adaptive-config FILE``
-  (``python/sglang/srt/speculative/adaptive_spec_params.py``): a JSON object whose integer-string
-  keys are batch-size lower bounds, each ``{"candidate_steps": [...]}`` (+ optional EMA knobs); a
-  batch uses the largest key ≤ its size, after padding the size up to the next captured CUDA-graph
-  batch size (``adaptive_step_router.py``); steps 0 turns drafting off; each tier runs with
-  ``num_draft_tokens = steps + 1``. Only EAGLE/EAGLE3 with ``speculative_eagle_topk`` 1 (else SGLang
-  silently keeps static settings: ``adaptive_unsupported_reason``). A single candidate per tier
-  pins the steps, so the EMA has nothing to choose. Batch-size keys came with PR #24055; builds with
-  only PR #21599 read a flat ``{"candidate_steps": [...]}`` and cannot key by batch size.
-- vLLM ``--speculative-config`` key ``num_speculative_tokens_per_batch_size``
-  (``vllm/config/speculative.py``; checked by ``vllm/v1/spec_decode/dynamic/utils.py``, PR #32374):
-  a list of ``[bs_lo, bs_hi, K]`` with inclusive, sorted, non-overlapping ranges starting at 1;
-  K 0 is allowed, each K is clamped to ``num_speculative_tokens`` (the launch maximum, > 0), and a
-  gap or a batch above the last range keeps the previous K. ``vllm bench sweep tune_speculative_k``
-  writes the same list. The batch is the number of requests scheduled in the step.
-- llama.cpp: no load-dependent draft setting (draft sizes are fixed at launch).
+What each engine reads, and how its setting is spelled, is its module's (``loadgen.engines``: SGLang's
+``--speculative-adaptive-config`` tiers, vLLM's ``num_speculative_tokens_per_batch_size``; an engine without
+``terms`` says why it has none). Here is the policy's side: which configuration each step takes (ties
+resolved), the running batch at each switch and the threshold it becomes, and whether one server can play
+the configurations at all.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
-SGLANG_ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
-VLLM_LAST_RANGE_END = 1024
-"""The end of vLLM's last range when the server's max_num_seqs is unknown (vLLM keeps the last K beyond it)."""
+from loadgen.engines import get
+from loadgen.engines.base import SpecSetup, Tier
 
 
 @dataclass
@@ -88,62 +73,14 @@ class Translation:
 # ------------------------------------------------------------------------------------- configurations
 
 
-@dataclass
-class _Config:
-    """One configuration as the policy needs it: its engine, whether it speculates, and the one number a
-    per-batch setting can change (SGLang's num_steps, vLLM's K); ``same`` is what must match across the
-    policy's configurations for one server to play them all."""
-
-    label: str
-    engine: str
-    speculative: bool | None
-    steps: int | None
-    same: dict[str, Any]
-    info: dict[str, Any]
-    why_not: str = ""
-
-
-def _sglang(label: str, probe: Mapping) -> _Config:
-    info = dict(probe.get("server_info") or {})
-    algo = info.get("speculative_algorithm")
-    if not algo:
-        return _Config(label, "sglang", False, 0, {"model": info.get("model_path")}, info)
-    topk = info.get("speculative_eagle_topk")
-    steps = info.get("speculative_num_steps")
-    why = ""
-    if str(algo).upper() not in SGLANG_ADAPTIVE_ALGORITHMS:
-        why = f"{label} runs {algo}; SGLang's adaptive tiers take only EAGLE/EAGLE3"
-    elif topk not in (None, 1):
-        why = (f"{label} runs EAGLE topk={topk}; SGLang's adaptive tiers take only topk=1 "
-               "(tree drafts keep static settings)")
-    elif not isinstance(steps, int) or steps < 1:
-        why = f"{label}'s server does not report speculative_num_steps"
-    same = {"model": info.get("model_path"), "algorithm": str(algo).upper(),
-            "draft": info.get("speculative_draft_model_path"),
-            "overlap": not info.get("disable_overlap_schedule", False)}
-    return _Config(label, "sglang", True, steps if isinstance(steps, int) else None, same, info, why)
-
-
-def _vllm(label: str, probe: Mapping) -> _Config:
-    info = dict(probe.get("server_info") or {})
-    spec = info.get("speculative_config")
-    spec = dict(spec) if isinstance(spec, Mapping) else {}
-    k = info.get("num_speculative_tokens", spec.get("num_speculative_tokens"))
-    speculative = probe.get("speculative")
-    if speculative is None and (spec or k is not None):
-        speculative = bool(k)
-    same = {"model": (probe.get("models") or [None])[0], "method": spec.get("method"), "draft": spec.get("model")}
-    return _Config(label, "vllm", speculative, k if isinstance(k, int) else None, same, {**info, "_spec": spec})
-
-
-def _config(label: str, probe: Mapping | None) -> _Config:
+def _config(label: str, probe: Mapping | None) -> SpecSetup:
+    """A configuration as its engine reads it; an engine without a per-batch setting: what the probe said."""
     probe = probe or {}
     engine = str(probe.get("engine") or "unknown")
-    if engine == "sglang":
-        return _sglang(label, probe)
-    if engine == "vllm":
-        return _vllm(label, probe)
-    return _Config(label, engine, probe.get("speculative"), None, {}, dict(probe.get("server_info") or {}))
+    terms = get(engine).terms
+    if terms is not None:
+        return terms.setup(label, probe)
+    return SpecSetup(label, engine, probe.get("speculative"), None, {}, dict(probe.get("server_info") or {}))
 
 
 # ------------------------------------------------------------------------------------------- the policy
@@ -241,31 +178,6 @@ def _threshold(edge: float) -> int:
     return max(2, math.floor(edge) + 1)
 
 
-def _graph_sizes(info: Mapping) -> list[int] | None:
-    if info.get("disable_cuda_graph"):
-        return None
-    for key in ("cuda_graph_bs_decode", "cuda_graph_bs"):
-        v = info.get(key)
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            return sorted(v)
-    return None
-
-
-def _sglang_key(t: int, graphs: list[int] | None) -> tuple[int, str]:
-    """The tier key whose effective first batch is nearest ``t``. SGLang pads a batch up to the next captured
-    CUDA-graph size before choosing its tier, so a key k takes effect from (largest captured size < k) + 1:
-    the achievable edges are g + 1 for captured g, and anything above the largest captured size."""
-    if not graphs or t > graphs[-1]:
-        return t, ""
-    edges = sorted({g + 1 for g in graphs if g + 1 <= graphs[-1] + 1})
-    k = min(edges, key=lambda e: (abs(e - t), e))
-    if k == t:
-        return t, ""
-    return k, (f"the server captures CUDA graphs at batch sizes {graphs[:12]}{'…' if len(graphs) > 12 else ''} "
-               f"and pads a batch up to the next one before choosing the tier, so a tier can start only just above "
-               f"a captured size: {k} is the nearest to the measured {t}")
-
-
 def _where(s: _Step) -> str:
     """" (switch measured at a mean running batch of b, interval …, at C≈c, joint interval …)"."""
     out = f" (switch measured at a mean running batch of {_fmt(s.edge)}"
@@ -280,106 +192,10 @@ def _fmt(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
 
 
-# ------------------------------------------------------------------------------------------- the engines
-
-
-def _sglang_term(seq: list[_Step], cfgs: dict[str, _Config], reference: str) -> EngineTerm:
-    spec = [cfgs[s.label] for s in seq if cfgs[s.label].speculative]
-    top = max(spec, key=lambda c: c.steps or 0)
-    graphs = _graph_sizes(top.info)
-    tiers: dict[str, dict] = {}
-    rules, notes, unlisted = [], [], []
-    for i, s in enumerate(seq):
-        c = cfgs[s.label]
-        steps = c.steps if c.speculative else 0
-        if i == 0:
-            key, why = 1, ""
-        else:
-            key, why = _sglang_key(_threshold(s.edge), graphs)
-            if why:
-                notes.append(why)
-            elif graphs is None and not top.info.get("disable_cuda_graph") and key > 2:
-                unlisted.append(key)
-        tiers[str(key)] = {"candidate_steps": [steps]}
-        what = f"{steps} steps ({s.label})" if steps else f"speculation off ({s.label})"
-        span = f"running batch ≥ {key}{_where(s)}" if i else "from batch 1"
-        rules.append(f"{what} {span}")
-    if unlisted:
-        ks = ", ".join(map(str, unlisted))
-        notes.append(f"SGLang pads a batch up to the next captured CUDA-graph size before choosing the tier, so a "
-                     f"tier at k starts just above the largest captured size below k; the server did not list its "
-                     f"sizes: capture {', '.join(str(k - 1) for k in unlisted)} (--cuda-graph-bs; "
-                     f"--cuda-graph-bs-decode on newer builds) for the tiers at {ks} to start exactly there")
-    keys = sorted(int(k) for k in tiers)
-    if len(set(keys)) < len(seq):
-        notes.append("two switches fall on the same integer batch size; the later tier wins there")
-    config = json.dumps({str(k): tiers[str(k)] for k in keys}, separators=(", ", ": "))
-    n = top.steps or 1
-    flags = (f"--speculative-algorithm {top.same['algorithm']} --speculative-eagle-topk 1 "
-             f"--speculative-num-steps {n} --speculative-num-draft-tokens {n + 1} "
-             "--speculative-adaptive --speculative-adaptive-config adaptive.json")
-    cap = top.info.get("max_running_requests")
-    last = int(keys[-1])
-    if isinstance(cap, int) and last > cap:
-        notes.append(f"the last tier starts at batch {last}, above the speculative server's max_running_requests "
-                     f"({cap}; SGLang's default under speculation is 48): raise --max-running-requests "
-                     "or it is never reached")
-    if reference in cfgs and not cfgs[reference].speculative and isinstance(cap, int):
-        ref_cap = cfgs[reference].info.get("max_running_requests")
-        if isinstance(ref_cap, int) and ref_cap > cap:
-            notes.append(f"{reference} ran up to {ref_cap} requests at once, the speculative server caps at {cap}: "
-                         "the adaptive server keeps that cap unless --max-running-requests is raised")
-    off = [s.label for s in seq if not cfgs[s.label].speculative]
-    if off:
-        notes.append(f"speculation off on the speculative server is not {off[0]}'s own server: the draft model still "
-                     "holds memory (fewer KV pages) and the step-0 tier runs the speculative worker's code path; "
-                     "measure the adaptive server itself (loadgen crossover --adaptive LABEL)")
-    ties = sorted({x for s in seq for x in s.tie})
-    if ties:
-        notes.append(f"where {', '.join(ties)} tie(s) with the chosen configuration the tier could be either "
-                     "(ties continue the neighbouring configuration, so they add no switch)")
-    notes.append("needs an SGLang build whose adaptive config takes batch-size keys and steps 0 (main's "
-                 "adaptive_spec_params.py, default tiers 1/8/32/64, off from 64)")
-    text = "--speculative-adaptive with " + "; ".join(rules) + "."
-    return EngineTerm("sglang", text, config, "; ".join(notes) + ".", flags)
-
-
-def _vllm_term(seq: list[_Step], cfgs: dict[str, _Config]) -> EngineTerm:
-    ks = []
-    for s in seq:
-        c = cfgs[s.label]
-        ks.append(c.steps if c.speculative else 0)
-    known = all(k is not None for k in ks)
-    k_max = max(k for k in ks if k is not None) if any(k is not None for k in ks) else None
-    starts = [1] + [_threshold(s.edge) for s in seq[1:]]
-    spec_cfg = next((cfgs[s.label] for s in seq if cfgs[s.label].speculative), None)
-    max_seqs = spec_cfg.info.get("max_num_seqs") if spec_cfg else None
-    end = max_seqs if isinstance(max_seqs, int) and max_seqs >= starts[-1] else max(VLLM_LAST_RANGE_END, starts[-1])
-    rows = [[lo, (starts[i + 1] - 1) if i + 1 < len(starts) else end, ks[i]] for i, lo in enumerate(starts)]
-    kk = k_max if known else "<K>"
-    sched = ", ".join(f"[{lo}, {hi}, {k if k is not None else '<K>'}]" for lo, hi, k in rows)
-    extra = ""
-    if spec_cfg is not None:
-        for key in ("method", "model"):
-            v = spec_cfg.info["_spec"].get(key)
-            if v:
-                extra += f'"{key}": {json.dumps(v)}, '
-    config = "{" + extra + f'"num_speculative_tokens": {kk}, "num_speculative_tokens_per_batch_size": [{sched}]' + "}"
-    rules = [f"K={k if k is not None else '<K>'} ({s.label}) for batch {lo}–{hi}" + (_where(s) if i else "")
-             for i, ((lo, hi, k), s) in enumerate(zip(rows, seq))]
-    notes = []
-    if not known:
-        notes.append("the server does not report its num_speculative_tokens to loadgen: <K> is the value the "
-                     "speculative configuration was launched with")
-    if not extra:
-        notes.append("merge the key into that configuration's own --speculative-config (method, model)")
-    notes.append("vLLM downgrades full CUDA graphs to PIECEWISE when the schedule is set (unless its V2 model "
-                 "runner) and drops the schedule under data parallelism, so the K=0 range is not the baseline "
-                 "server; measure it (loadgen crossover --adaptive LABEL)")
-    notes.append("vLLM's batch is the requests scheduled in a step, prefills included; loadgen's is the mean "
-                 "running requests over each window")
-    return EngineTerm("vllm", "--speculative-config with " + "; ".join(rules) + ".", config, "; ".join(notes) + ".",
-                      f"--speculative-config '{config}'")
+def _tiers(seq: list[_Step]) -> list[Tier]:
+    """The resolved steps as the engines take them: from batch 1, then from each switch's threshold."""
+    return [Tier(s.label, _threshold(s.edge) if i else 1, _where(s) if i else "", tuple(s.tie))
+            for i, s in enumerate(seq)]
 
 
 def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], reference: str) -> Translation:
@@ -398,10 +214,9 @@ def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], referenc
                           for c in cfgs.values()) + "); one server cannot play them: route by load instead")
         return out
     engine = engines.pop()
-    if engine not in ("sglang", "vllm"):
-        out.cannot.append(f"{engine} has no load-dependent speculation setting (llama.cpp fixes its draft sizes at "
-                          "launch): keep the servers and route by load" if engine == "llama.cpp" else
-                          f"the servers' engine is {engine}: loadgen knows no per-batch speculation setting for it")
+    terms = get(engine).terms
+    if terms is None:
+        out.cannot.append(get(engine).no_terms.format(engine=engine))
         return out
     seq = _resolve(steps, reference, {x: c.speculative for x, c in cfgs.items()})
     if isinstance(seq, str):
@@ -431,7 +246,8 @@ def translate(steps: Sequence[Mapping], servers: Mapping[str, Mapping], referenc
     if len(models) > 1:
         out.cannot.append("the configurations serve different models (" + ", ".join(sorted(map(str, models))) + ")")
         return out
-    out.terms.append(_sglang_term(seq, cfgs, reference) if engine == "sglang" else _vllm_term(seq, cfgs))
+    setting = terms.write(_tiers(seq), cfgs, reference)
+    out.terms.append(EngineTerm(engine, setting.text, setting.config, setting.caveat, setting.flags))
     return out
 
 

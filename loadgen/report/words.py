@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from loadgen import engines
 from loadgen.analysis.compare import BY_NAME, MetricResult, RunAnalysis
 from loadgen.analysis.configs import ConfigsResult
 from loadgen.analysis.crossover import MetricAnalysis, StageComparison
@@ -207,11 +208,6 @@ def winner_word(c: dict) -> str:
     return _winner(c["verdict"], bool(c.get("wide")))
 
 
-ENGINE_WORDS = {"sglang": ("SGLang", "max_running_requests"), "vllm": ("vLLM", "max_num_seqs"),
-                "llama.cpp": ("llama.cpp", "slots")}
-"""engine → (its name, its cap on running requests as its users set it)."""
-
-
 def fmt_batch(b) -> str:
     """A running batch (analysis.serverview.BatchAt) as the threshold writes it; "?" where not measured."""
     return "?" if b.running is None else fmt_c(b.running)
@@ -283,7 +279,8 @@ def adaptive_hint(doc: dict, view) -> str | None:
     spec = view.spec
     server = servers(doc).get(spec) or {}
     engine = view.engine.get(spec) or server.get("engine") or ""
-    name, cap_word = ENGINE_WORDS.get(engine, (engine or "the speculative server", "its cap on running requests"))
+    words = engines.get(engine)  # its title and its cap on running requests as its users set it
+    name, cap_word = words.title or engine or "the speculative server", words.cap_word
     rows_of = lambda wl: view.rows.get(wl, {}).get(spec, [])  # noqa: E731
     cap = next((r.cap for wl in view.thresholds for r in rows_of(wl) if r.cap), None) or max_running(server)
     rules, rests, unmeasured = [], [], []
