@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from loadgen.client.loops import LOOPS
 from loadgen.client.protocols import PROTOCOLS
 from loadgen.settings import parse
+from loadgen.sim.prom import METRICS_FLAVOURS
 from loadgen.stage.result import Slo
 
 FRONTS = ("run", "crossover", "locust")
@@ -358,8 +359,8 @@ class Settings:
         toml="simulator.time_scale", attr="simulator.time_scale", check="number", section="sim")
     sim_metrics_flavour: str | None = knob(
         "--sim-metrics-flavour", "names the embedded simulator's /metrics exports: sglang or vllm (default sglang)",
-        fronts=FRONTS, default="sglang", choices=("sglang", "vllm"), toml="simulator.metrics_flavour",
-        attr="simulator.metrics_flavour", check="choice", check_kw={"choices": ("sglang", "vllm")}, section="sim")
+        fronts=FRONTS, default="sglang", choices=METRICS_FLAVOURS, toml="simulator.metrics_flavour",
+        attr="simulator.metrics_flavour", check="choice", check_kw={"choices": METRICS_FLAVOURS}, section="sim")
     sim_faults: str | None = knob(
         "--sim-faults", "faults the embedded simulators inject, a loadgen sim --faults spec such as "
         "reset=0.02,http503=0.01,stall=0.01:30s (docs/simulator.md, Faults)", fronts=FRONTS, parse=_faults,

@@ -1,5 +1,7 @@
 """The /metrics text: SGLang's ``sglang:`` Prometheus names, filled from the simulator's state.
 
+The series loadgen reads are named by SGLang's table (``loadgen.engines.sglang``), the same one the
+scraper reads; the others (gen_throughput, utilization, …) are SGLang's own, written here.
 Latencies are wall-clock seconds as the simulator lived them (at time-scale X
 they are X times shorter than the simulated deployment's), so they compare
 directly with what a client measures.
@@ -9,6 +11,19 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+
+from loadgen.engines import sglang, vllm
+
+METRICS_FLAVOURS = (sglang.ENGINE.name, vllm.ENGINE.name)
+"""The engines whose /metrics the simulator writes (``--metrics-flavour``): this module's, and promvllm's."""
+
+_M = sglang.METRICS
+
+
+def _n(quantity: str) -> str:
+    """The name SGLang's table gives a quantity, without its prefix."""
+    return _M.name(quantity).removeprefix(_M.prefix)
+
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 ITL_BUCKETS = (
@@ -65,21 +80,21 @@ class Metrics:
 
     def render(self, *, model: str, sched: dict, spec: dict | None) -> str:
         base = f'model_name="{model}",engine_type="unified"'
-        rank = f'{base},tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        rank = f'{base},{_M.rank_label}="0",pp_rank="0",moe_ep_rank="0"'
         lines: list[str] = []
 
         def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-            lines.append(f"# HELP sglang:{name} {help_}")
-            lines.append(f"# TYPE sglang:{name} {kind}")
-            lines.extend(f"sglang:{name}{{{lab}}} {val}" for lab, val in samples)
+            lines.append(f"# HELP {_M.prefix}{name} {help_}")
+            lines.append(f"# TYPE {_M.prefix}{name} {kind}")
+            lines.extend(f"{_M.prefix}{name}{{{lab}}} {val}" for lab, val in samples)
 
         for key, help_ in (
-            ("num_running_reqs", "The number of running requests."),
-            ("num_queue_reqs", "The number of requests in the waiting queue."),
+            (_n("running"), "The number of running requests."),
+            (_n("queued"), "The number of requests in the waiting queue."),
             ("num_grammar_queue_reqs", "The number of requests in the grammar waiting queue."),
             ("gen_throughput", "The generation throughput (token/s)."),
-            ("cache_hit_rate", "The prefix cache hit rate."),
-            ("token_usage", "The token usage."),
+            (_n("cache_hit_rate"), "The prefix cache hit rate."),
+            (_n("kv_usage"), "The token usage."),
             ("num_used_tokens", "The number of used tokens."),
             ("utilization", "The utilization."),
             ("num_retracted_reqs", "The number of retracted requests."),
@@ -98,34 +113,34 @@ class Metrics:
             ):
                 metric(key, "gauge", help_, [(rank, spec.get(key, 0))])
             metric(
-                "spec_verify_calls_total", "counter", "Total speculative verify calls of finished requests.",
+                _n("verify_calls"), "counter", "Total speculative verify calls of finished requests.",
                 [(base, self.spec_verify_calls)],
             )  # fmt: skip
         stream_lab = {s: f'{base},is_streaming="{str(s).lower()}"' for s in (True, False)}
         for key, src, help_ in (
-            ("prompt_tokens_total", self.prompt_tokens, "Number of prefill tokens processed."),
-            ("generation_tokens_total", self.generation_tokens, "Number of generation tokens processed."),
-            ("num_requests_total", self.requests, "Number of requests processed."),
+            (_n("prompt_tokens"), self.prompt_tokens, "Number of prefill tokens processed."),
+            (_n("output_tokens"), self.generation_tokens, "Number of generation tokens processed."),
+            (_n("requests"), self.requests, "Number of requests processed."),
         ):
             metric(key, "counter", help_, [(stream_lab[s], src[s]) for s in (True, False)])
-        metric("num_aborted_requests_total", "counter", "Number of requests aborted.", [(base, self.aborted)])
+        metric(_n("aborted_requests"), "counter", "Number of requests aborted.", [(base, self.aborted)])
         # no prefix cache in the simulator: SGLang's cached-token counter stays at 0
-        metric("cached_tokens_total", "counter", "Number of cached prompt tokens.", [(base, 0)])
+        metric(_n("cache_hits"), "counter", "Number of cached prompt tokens.", [(base, 0)])
         for key, src, help_ in (
-            ("time_to_first_token_seconds", self.ttft, "Histogram of time to first token in seconds."),
-            ("e2e_request_latency_seconds", self.e2e, "Histogram of End-to-end request latency in seconds."),
+            (_n("ttft"), self.ttft, "Histogram of time to first token in seconds."),
+            (_n("e2e"), self.e2e, "Histogram of End-to-end request latency in seconds."),
             ("request_time_per_output_token_seconds", self.tpot, "Histogram of time per output token in seconds."),
         ):
-            lines.append(f"# HELP sglang:{key} {help_}")
-            lines.append(f"# TYPE sglang:{key} histogram")
+            lines.append(f"# HELP {_M.prefix}{key} {help_}")
+            lines.append(f"# TYPE {_M.prefix}{key} histogram")
             for s in (True, False):
-                lines.extend(src[s].lines(f"sglang:{key}", stream_lab[s]))
-        lines.append("# HELP sglang:inter_token_latency_seconds Histogram of inter-token latency in seconds.")
-        lines.append("# TYPE sglang:inter_token_latency_seconds histogram")
-        lines.extend(self.itl.lines("sglang:inter_token_latency_seconds", base))
-        lines.append("# HELP sglang:queue_time_seconds Histogram of queueing time in seconds.")
-        lines.append("# TYPE sglang:queue_time_seconds histogram")
-        lines.extend(self.queue_time.lines("sglang:queue_time_seconds", rank))
+                lines.extend(src[s].lines(f"{_M.prefix}{key}", stream_lab[s]))
+        for name, h, lab, help_ in ((_M.name("itl"), self.itl, base, "Histogram of inter-token latency in seconds."),
+                                    (_M.name("queue_time"), self.queue_time, rank,
+                                     "Histogram of queueing time in seconds.")):
+            lines.append(f"# HELP {name} {help_}")
+            lines.append(f"# TYPE {name} histogram")
+            lines.extend(h.lines(name, lab))
         metric("http_requests_total", "counter", "Total HTTP requests.", [(base, self.http_requests)])
         metric("http_requests_active", "gauge", "HTTP requests in flight.", [(base, self.http_active)])
         return "\n".join(lines) + "\n"

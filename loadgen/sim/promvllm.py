@@ -13,6 +13,8 @@ When figures move, as in vLLM: tokens, drafts and prefix-cache queries per engin
 scheduler's Stats); TTFT at the first token; ITL once per step output per request (not per token:
 a speculative step of 3 tokens is one ITL observation); success, e2e, queue time and the per-request
 histograms when the request finishes. Latencies are wall-clock seconds as the simulator lived them.
+The series loadgen reads are named by vLLM's table (``loadgen.engines.vllm``), the same one the scraper
+reads; the others (request_prompt_tokens, request_inference_time_seconds, …) are vLLM's own, written here.
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from loadgen.engines import vllm
 from loadgen.sim.prom import Histogram
+
+_M = vllm.METRICS
+
+
+def _stem(quantity: str) -> str:
+    """The name vLLM's table gives a quantity (or "per_position"), without its prefix and, for a counter, ``_total``."""
+    name = _M.per_position.names[0] if quantity == "per_position" else _M.name(quantity)
+    return name.removeprefix(_M.prefix).removesuffix("_total")
+
 
 # vllm/v1/metrics/loggers.py (v0.10-v0.12): the buckets of each histogram
 TTFT_BUCKETS = (
@@ -112,11 +124,11 @@ class VllmMetrics:
             lines.extend(f"{name}{{{lab}}} {float(v)!r}" for lab, v in samples)
 
         def counter(stem: str, help_: str, samples: list[tuple[str, float]]) -> None:
-            family(f"vllm:{stem}_total", "counter", help_, samples)
-            family(f"vllm:{stem}_created", "gauge", help_, [(lab, created) for lab, _ in samples])
+            family(f"{_M.prefix}{stem}_total", "counter", help_, samples)
+            family(f"{_M.prefix}{stem}_created", "gauge", help_, [(lab, created) for lab, _ in samples])
 
         def histogram(stem: str, help_: str, h: Histogram) -> None:
-            name = f"vllm:{stem}"
+            name = f"{_M.prefix}{stem}"
             lines.append(f"# HELP {name} {help_}")
             lines.append(f"# TYPE {name} histogram")
             cum = 0
@@ -128,36 +140,36 @@ class VllmMetrics:
             lines.append(f"{name}_sum{{{base}}} {float(h.total)!r}")
             family(f"{name}_created", "gauge", help_, [(base, created)])
 
-        family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+        family(_M.name("running"), "gauge", "Number of requests in model execution batches.",
                [(base, running)])  # fmt: skip
-        family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+        family(_M.name("queued"), "gauge", "Number of requests waiting to be processed.",
                [(base, waiting)])  # fmt: skip
-        family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+        family(_M.name("kv_usage"), "gauge", "KV-cache usage. 1 means 100 percent usage.",
                [(base, kv_usage)])  # fmt: skip
         # the simulator keeps no prefix cache: every prompt token is a query, none a hit
-        counter("prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+        counter(_stem("cache_queries"), "Prefix cache queries, in terms of number of queried tokens.",
                 [(base, steps.prompt_tokens)])  # fmt: skip
-        counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", [(base, 0)])
-        counter("num_preemptions", "Cumulative number of preemption from the engine.", [(base, 0)])
-        counter("prompt_tokens", "Number of prefill tokens processed.", [(base, steps.prompt_tokens)])
-        counter("generation_tokens", "Number of generation tokens processed.", [(base, steps.generation_tokens)])
-        counter("request_success", "Count of successfully processed requests.",
+        counter(_stem("cache_hits"), "Prefix cache hits, in terms of number of cached tokens.", [(base, 0)])
+        counter(_stem("preemptions"), "Cumulative number of preemption from the engine.", [(base, 0)])
+        counter(_stem("prompt_tokens"), "Number of prefill tokens processed.", [(base, steps.prompt_tokens)])
+        counter(_stem("output_tokens"), "Number of generation tokens processed.", [(base, steps.generation_tokens)])
+        counter(_stem("requests"), "Count of successfully processed requests.",
                 [(labels(finished_reason=r), n) for r, n in self.success.items()])  # fmt: skip
         histogram("request_prompt_tokens", "Number of prefill tokens processed.", self.prompt_len)
         histogram("request_generation_tokens", "Number of generation tokens processed.", self.gen_len)
-        histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
-        histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl)
+        histogram(_stem("ttft"), "Histogram of time to first token in seconds.", self.ttft)
+        histogram(_stem("itl"), "Histogram of inter-token latency in seconds.", self.itl)
         histogram("request_time_per_output_token_seconds",
                   "Histogram of time_per_output_token_seconds per request.", self.tpot)  # fmt: skip
-        histogram("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e)
-        histogram("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", self.queue)
+        histogram(_stem("e2e"), "Histogram of e2e request latency in seconds.", self.e2e)
+        histogram(_stem("queue_time"), "Histogram of time spent in WAITING phase for request.", self.queue)
         histogram("request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
                   self.inference)  # fmt: skip
         if positions is not None:
-            counter("spec_decode_num_drafts", "Number of spec decoding drafts.", [(base, steps.drafts)])
-            counter("spec_decode_num_draft_tokens", "Number of draft tokens.", [(base, steps.draft_tokens)])
-            counter("spec_decode_num_accepted_tokens", "Number of accepted tokens.", [(base, steps.accepted)])
+            counter(_stem("drafts"), "Number of spec decoding drafts.", [(base, steps.drafts)])
+            counter(_stem("draft_tokens"), "Number of draft tokens.", [(base, steps.draft_tokens)])
+            counter(_stem("accepted_tokens"), "Number of accepted tokens.", [(base, steps.accepted)])
             per_pos = list(steps.accepted_per_pos[:positions]) + [0] * max(0, positions - len(steps.accepted_per_pos))
-            counter("spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+            counter(_stem("per_position"), "Accepted tokens per draft position.",
                     [(labels(position=str(i)), n) for i, n in enumerate(per_pos)])  # fmt: skip
         return "\n".join(lines) + "\n"

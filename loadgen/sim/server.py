@@ -34,7 +34,6 @@ from loadgen.sim.validate import Job, check_context
 from loadgen.sim.wire import DONE, QUEUE_FULL, openai_error as _openai_error, sse as _sse
 
 STREAM_SHAPES = ("step", "burst")
-METRICS_FLAVOURS = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)

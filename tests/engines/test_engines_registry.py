@@ -172,3 +172,23 @@ def test_the_registry_holds_each_engine_under_its_name_with_known_quantities() -
         assert e.metrics.counted_when in ("request_end", "step") and e.metrics.counted_when_note
     assert [n for n, e in ENGINES.items() if e.terms is None and not e.no_terms] == []
 
+
+def test_the_simulator_writes_every_series_its_engine_table_names() -> None:
+    from loadgen.sim.prom import METRICS_FLAVOURS, Metrics as SglangPage
+    from loadgen.sim.promvllm import StepCounters, VllmMetrics
+
+    assert METRICS_FLAVOURS == ("sglang", "vllm")
+    pages = {"sglang": SglangPage().render(model="m", sched={}, spec={}),
+             "vllm": VllmMetrics(max_model_len=64).render(model="m", running=0, waiting=0, kv_usage=0.0,
+                                                          steps=StepCounters(0, 0, 0, 0, 0, ()), positions=2)}
+    for name, text in pages.items():
+        m = ENGINES[name].metrics
+        snap = parse(text, "u")
+        assert snap.engine == name
+        for table in (m.counters, m.gauges):
+            for q, s in table.items():
+                assert snap.read(s) is not None, (name, q)
+        for q, s in m.histograms.items():
+            assert snap.buckets(s) is not None, (name, q)
+        if m.per_position is not None:
+            assert snap.positions(m.per_position) == {0: 0.0, 1: 0.0}
