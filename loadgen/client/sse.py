@@ -53,6 +53,24 @@ class SSEParser:
                 events.append(ev)
         return events
 
+    def feed_data(self, chunk: bytes) -> list[bytes]:
+        """The data of every event ``chunk`` completes, in order: what the client reads (names dropped).
+
+        One split of the read and a slice per event, no object per event: the client's per-chunk path
+        (``feed`` builds an :class:`Event` each). Whatever the chunk, the same data as ``feed``'s events.
+        """
+        if self._pending_cr or b"\r" in chunk:
+            return [ev.data for ev in self.feed(chunk)]
+        blocks = (self._buf + chunk if self._buf else chunk).split(b"\n\n")
+        self._buf = blocks.pop()
+        out = []
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                out.append(block[6:])
+            elif (ev := _parse_block(block)) is not None:
+                out.append(ev.data)
+        return out
+
     def close(self) -> list[Event]:
         """End of stream: a last event without its blank line is still delivered.
 

@@ -48,8 +48,8 @@ class OpenAIStream(Protocol):
         obj = event_object(state, data)
         if obj is None:
             return 0
-        if state.server_id is None and obj.get("id") is not None:
-            state.server_id = str(obj["id"])
+        if state.server_id is None and (sid := obj.get("id")) is not None:
+            state.server_id = str(sid)
         usage = obj.get("usage")
         sglext = obj.get("sglext")
         if sglext:
@@ -77,12 +77,13 @@ class OpenAIStream(Protocol):
         continuous = state.extra.get("continuous", True)
         ct = usage.get("completion_tokens") if usage else None
         if ct is not None and continuous:
-            tokens = int(ct) - state.completion_tokens
-            state.completion_tokens = int(ct)
-            if usage.get("prompt_tokens") is not None:
-                state.prompt_tokens = int(usage["prompt_tokens"])
+            ct = int(ct)
+            tokens = ct - state.completion_tokens
+            state.completion_tokens = ct
+            if (prompt := usage.get("prompt_tokens")) is not None:
+                state.prompt_tokens = int(prompt)
             if finish is not None:
-                state.final_completion_tokens = int(ct)
+                state.final_completion_tokens = ct
         else:
             if text:
                 state.extra["continuous"] = False

@@ -33,14 +33,15 @@ class SGLangGenerate(Protocol):
         if obj is None:
             return 0
         meta = obj.get("meta_info") or {}
-        if state.server_id is None and meta.get("id") is not None:
-            state.server_id = str(meta["id"])
-        if meta.get("prompt_tokens") is not None:
-            state.prompt_tokens = int(meta["prompt_tokens"])
+        if state.server_id is None and (sid := meta.get("id")) is not None:
+            state.server_id = str(sid)
+        if (prompt := meta.get("prompt_tokens")) is not None:
+            state.prompt_tokens = int(prompt)
         ct = meta.get("completion_tokens")
         if ct is not None:
-            tokens = int(ct) - state.completion_tokens
-            state.completion_tokens = int(ct)
+            ct = int(ct)
+            tokens = ct - state.completion_tokens
+            state.completion_tokens = ct
         else:
             tokens = UNKNOWN if (obj.get("text") or obj.get("output_ids")) else 0
         finish = meta.get("finish_reason")
@@ -48,7 +49,7 @@ class SGLangGenerate(Protocol):
             kind = finish.get("type") if isinstance(finish, dict) else str(finish)
             state.finish_reason = kind
             if ct is not None:
-                state.final_completion_tokens = int(ct)
+                state.final_completion_tokens = ct
             if kind == "abort":
                 status = finish.get("status_code") if isinstance(finish, dict) else None
                 message = finish.get("message", "aborted") if isinstance(finish, dict) else "aborted"
