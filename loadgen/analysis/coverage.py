@@ -235,26 +235,7 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
     run = doc.get("run", {})
     stages = doc.get("stages", [])
     observed = sorted({wl for s in stages for wl in _stage_workloads(s)})
-    plan = planned_stages(doc, base, spec)
-    planned: dict[str, dict[str, set[int]]] = {}
-    if plan is not None:
-        named = {}
-        for w, c, t in plan:
-            comps = _components(w)
-            for name in comps + (["all"] if len(comps) > 1 else []):
-                named.setdefault(name, {}).setdefault(t, set()).add(c)
-        unmatched = [w for w in observed if w not in named]
-        union: dict[str, set[int]] = {}
-        for w, c, t in plan:
-            union.setdefault(t, set()).add(c)
-        for name, by_t in named.items():
-            # a planned name that no stage shows, beside stages under names no plan shows (a dataset file's
-            # spec is its path, its requests carry the dataset's name): the same workload, named twice
-            if name in observed or not unmatched:
-                if name != "all" or name in observed:
-                    planned[name] = by_t
-        for w in unmatched:
-            planned[w] = {t: set(cs) for t, cs in union.items()}
+    planned = _planned_by_workload(doc, base, spec, observed)
     cut = run_cut_words(run)
     # why a planned stage was not run, where the runner said (saturated, or a budget that cannot buy its window)
     skipped = {(str(x.get("target")), str(x.get("workload")), x.get("value")): str(x["why"])
@@ -262,66 +243,123 @@ def coverage(doc: dict, base: str, spec: str) -> tuple[dict[str, Coverage], dict
     out: dict[str, Coverage] = {}
     sentences: dict[str, str] = {}
     for wl in sorted(set(observed) | set(planned)):
-        complete: dict[str, set[int]] = {base: set(), spec: set()}
-        cut_at: dict[str, dict[int, list[dict]]] = {base: {}, spec: {}}
-        unfit_at: dict[str, dict[int, str]] = {base: {}, spec: {}}
-        for s in stages:
-            t = s.get("target")
-            if t not in complete or wl not in _stage_workloads(s):
-                continue
-            if not window_whole(s):
-                cut_at[t].setdefault(s["concurrency"], []).append(s)
-            elif why := not_comparable(s):
-                unfit_at[t].setdefault(s["concurrency"], why)
-            else:
-                complete[t].add(s["concurrency"])
+        st = _stage_states(stages, wl, base, spec)
         plan_wl = {t: planned.get(wl, {}).get(t, set()) for t in (base, spec)}
-        both = complete[base] & complete[spec]
-        missing: dict[int, str] = {}
-        consider = set().union(*plan_wl.values(), *(set(v) for v in cut_at.values()),
-                               *(set(v) for v in unfit_at.values()))
-        for c in sorted(consider - both):
-            whys = []
-            for t in (base, spec):
-                if c in complete[t]:
-                    continue
-                if c in unfit_at[t]:
-                    whys.append(f"{t} not comparable: {unfit_at[t][c]}")
-                elif c in cut_at[t]:
-                    words = [cut_words(s.get("cut")) for s in cut_at[t][c]]
-                    whys.append(f"{t} {next((w for w in words if w), 'incomplete (interrupted)')}")
-                elif c in plan_wl[t]:
-                    why = skipped.get((t, wl, c))
-                    whys.append(f"{t} not run" + (f" ({why})" if why else ""))
-                else:
-                    whys.append(f"{t} not planned")
-            if whys == [f"{base} not run", f"{spec} not run"]:
-                missing[c] = "not run"
-            elif len(set(w.split(" ", 1)[1] for w in whys)) == 1 and whys[0].split(" ", 1)[1].startswith("not run ("):
-                missing[c] = whys[0].split(" ", 1)[1]  # both, for the one reason: said once
-            else:
-                missing[c] = ", ".join(whys)
-        flagged: dict[int, list[str]] = {}
-        for s in stages:
-            t = s.get("target")
-            if t not in complete or not window_whole(s) or s["concurrency"] not in both:
-                continue
-            if wl not in _stage_workloads(s):
-                continue
-            m = s if wl == "all" else s["workloads"][wl]
-            for label in _flag_labels(t, s, m):
-                if label not in flagged.setdefault(s["concurrency"], []):
-                    flagged[s["concurrency"]].append(label)
-        cov = Coverage(wl, {t: sorted(v) for t, v in plan_wl.items()}, {t: sorted(v) for t, v in complete.items()},
-                       missing, {c: f for c, f in flagged.items() if f}, cut)
+        both = st.complete[base] & st.complete[spec]
+        missing = _missing(st, plan_wl, both, skipped, wl, base, spec)
+        flagged = _flagged(stages, wl, st.complete, both)
+        cov = Coverage(wl, {t: sorted(v) for t, v in plan_wl.items()},
+                       {t: sorted(v) for t, v in st.complete.items()}, missing, flagged, cut)
         out[wl] = cov
         if not both:
-            by = {t: {"complete": sorted(complete[t]), "cut": sorted(set(cut_at[t]) - complete[t]),
-                      "unfit": sorted(set(unfit_at[t]) - complete[t]),
-                      "not_run": sorted(plan_wl[t] - complete[t] - set(cut_at[t]) - set(unfit_at[t]))}
+            by = {t: {"complete": sorted(st.complete[t]), "cut": sorted(set(st.cut_at[t]) - st.complete[t]),
+                      "unfit": sorted(set(st.unfit_at[t]) - st.complete[t]),
+                      "not_run": sorted(plan_wl[t] - st.complete[t] - set(st.cut_at[t]) - set(st.unfit_at[t]))}
                   for t in (base, spec)}
             sentences[wl] = cov.not_compared_sentence(by)
     return out, sentences
+
+
+def _planned_by_workload(doc: dict, base: str, spec: str, observed: list[str]) -> dict[str, dict[str, set[int]]]:
+    """workload name → target → the concurrencies the plan meant it to run (empty without a plan): a mix's
+    parts each, and "all" where the stages show it; a plan name no stage shows, beside stage names no plan
+    shows, gives those names the whole plan."""
+    plan = planned_stages(doc, base, spec)
+    planned: dict[str, dict[str, set[int]]] = {}
+    if plan is None:
+        return planned
+    named: dict[str, dict[str, set[int]]] = {}
+    for w, c, t in plan:
+        comps = _components(w)
+        for name in comps + (["all"] if len(comps) > 1 else []):
+            named.setdefault(name, {}).setdefault(t, set()).add(c)
+    unmatched = [w for w in observed if w not in named]
+    union: dict[str, set[int]] = {}
+    for w, c, t in plan:
+        union.setdefault(t, set()).add(c)
+    for name, by_t in named.items():
+        # a planned name that no stage shows, beside stages under names no plan shows (a dataset file's
+        # spec is its path, its requests carry the dataset's name): the same workload, named twice
+        if name in observed or not unmatched:
+            if name != "all" or name in observed:
+                planned[name] = by_t
+    for w in unmatched:
+        planned[w] = {t: set(cs) for t, cs in union.items()}
+    return planned
+
+
+@dataclass
+class _StageStates:
+    """One workload's stages of the two targets sorted by what they can give: target → concurrencies."""
+
+    complete: dict[str, set[int]]
+    """a whole window of its load: comparable."""
+    cut_at: dict[str, dict[int, list[dict]]]
+    """cut in the window (the stages, for their cut's words)."""
+    unfit_at: dict[str, dict[int, str]]
+    """a whole window that did not measure its load (why: ``not_comparable``)."""
+
+
+def _stage_states(stages: list[dict], wl: str, base: str, spec: str) -> _StageStates:
+    st = _StageStates({base: set(), spec: set()}, {base: {}, spec: {}}, {base: {}, spec: {}})
+    for s in stages:
+        t = s.get("target")
+        if t not in st.complete or wl not in _stage_workloads(s):
+            continue
+        if not window_whole(s):
+            st.cut_at[t].setdefault(s["concurrency"], []).append(s)
+        elif why := not_comparable(s):
+            st.unfit_at[t].setdefault(s["concurrency"], why)
+        else:
+            st.complete[t].add(s["concurrency"])
+    return st
+
+
+def _missing(st: _StageStates, plan_wl: dict[str, set[int]], both: set[int], skipped: dict, wl: str, base: str,
+             spec: str) -> dict[int, str]:
+    """Each concurrency planned, cut or unfit that the two targets did not both measure, with why (per target;
+    a reason both share said once)."""
+    missing: dict[int, str] = {}
+    consider = set().union(*plan_wl.values(), *(set(v) for v in st.cut_at.values()),
+                           *(set(v) for v in st.unfit_at.values()))
+    for c in sorted(consider - both):
+        whys = []
+        for t in (base, spec):
+            if c in st.complete[t]:
+                continue
+            if c in st.unfit_at[t]:
+                whys.append(f"{t} not comparable: {st.unfit_at[t][c]}")
+            elif c in st.cut_at[t]:
+                words = [cut_words(s.get("cut")) for s in st.cut_at[t][c]]
+                whys.append(f"{t} {next((w for w in words if w), 'incomplete (interrupted)')}")
+            elif c in plan_wl[t]:
+                why = skipped.get((t, wl, c))
+                whys.append(f"{t} not run" + (f" ({why})" if why else ""))
+            else:
+                whys.append(f"{t} not planned")
+        if whys == [f"{base} not run", f"{spec} not run"]:
+            missing[c] = "not run"
+        elif len(set(w.split(" ", 1)[1] for w in whys)) == 1 and whys[0].split(" ", 1)[1].startswith("not run ("):
+            missing[c] = whys[0].split(" ", 1)[1]  # both, for the one reason: said once
+        else:
+            missing[c] = ", ".join(whys)
+    return missing
+
+
+def _flagged(stages: list[dict], wl: str, complete: dict[str, set[int]], both: set[int]) -> dict[int, list[str]]:
+    """Compared concurrency → the short labels of what may have distorted its stages' figures, once each."""
+    flagged: dict[int, list[str]] = {}
+    for s in stages:
+        t = s.get("target")
+        if t not in complete or not window_whole(s) or s["concurrency"] not in both:
+            continue
+        if wl not in _stage_workloads(s):
+            continue
+        m = s if wl == "all" else s["workloads"][wl]
+        for label in _flag_labels(t, s, m):
+            if label not in flagged.setdefault(s["concurrency"], []):
+                flagged[s["concurrency"]].append(label)
+    return {c: f for c, f in flagged.items() if f}
 
 
 def why_unusable(s: dict) -> str:
