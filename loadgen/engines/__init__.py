@@ -24,7 +24,7 @@ the engine terms and the report ask the registry.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Generator, Iterable
 
 from loadgen.engines import llamacpp, openai, sglang, vllm
 from loadgen.engines.base import Engine
@@ -60,3 +60,48 @@ def with_metrics() -> str:
     """The engines whose /metrics loadgen reads, as a sentence names them: "SGLang, vLLM or llama.cpp"."""
     titles = [e.title or e.name for e in ENGINES.values() if e.metrics is not None]
     return ", ".join(titles[:-1]) + " or " + titles[-1] if len(titles) > 1 else "".join(titles)
+
+
+Identify = Generator[str, Any, tuple[str, dict | None]]
+
+
+def identify(owner: str = UNKNOWN) -> Identify:
+    """Which engine a server is, asked the way each engine's ``probe`` says, in the registry's order: a
+    generator that yields each path to GET, is sent its decoded JSON answer (None when not 200 with JSON),
+    and returns (engine, server_info) — the first engine whose info page reads as its own, else ``owner``
+    (``/v1/models``' owner) and None. The HTTP is its driver's: run/probe.py's (aiohttp) and the Locust
+    master's (blocking), one rule for both."""
+    for engine in ENGINES.values():
+        p = engine.probe
+        if not p.info_paths or not (p.asked_always or owner in (UNKNOWN, engine.name)):
+            continue
+        page = None
+        for path in p.info_paths:
+            page = yield path
+            if page is not None:
+                break
+        if p.is_info(page):
+            then = []
+            for path in p.then_paths:
+                then.append((yield path))
+            return engine.name, p.server_info(page, *then)
+    return owner, None
+
+
+def owner_of(models: Any) -> str:
+    """The engine a ``/v1/models`` answer names by its entries' ``owned_by``, else "unknown"."""
+    if not isinstance(models, dict):
+        return UNKNOWN
+    return by_owner({m.get("owned_by") for m in models.get("data", []) if isinstance(m, dict)})
+
+
+def identify_with(get_json) -> tuple[str, dict]:
+    """(engine, server_info) of a server, with a blocking ``get_json(path)`` (JSON or None)."""
+    steps = identify(owner_of(get_json("/v1/models")))
+    try:
+        path = next(steps)
+        while True:
+            path = steps.send(get_json(path))
+    except StopIteration as done:
+        engine, info = done.value
+    return engine, info or {}

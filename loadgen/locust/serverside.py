@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from loadgen.engines import identify_with
 from loadgen.run.ramp import cache_reset
 from loadgen.run.window import OPEN_SCRAPE_LEAD_NS
 from loadgen.serverview import wire
@@ -34,17 +35,11 @@ WINDOW_WAIT_S = 60.0
 
 
 def probe_info(url: str, headers: dict | None = None) -> dict:
-    """What loadgen.run.probe would find about the running cap and engine, with blocking http.client (the
-    probe's aiohttp needs an asyncio loop the gevent hub has not got): SGLang's (and the simulator's)
-    /server_info, else llama.cpp's /props."""
+    """What loadgen.run.probe finds (engine, ``server_info``), asked the same way (loadgen.engines.identify),
+    with blocking http.client: the probe's aiohttp needs an asyncio loop the gevent hub has not got."""
     hdrs = dict(headers or {})
-    info = wire.get_json(url, "/server_info", timeout_s=3.0, headers=hdrs)
-    if isinstance(info, dict) and ("internal_states" in info or "max_running_requests" in info):
-        return {"engine": "sglang", "server_info": info}
-    props = wire.get_json(url, "/props", timeout_s=3.0, headers=hdrs)
-    if isinstance(props, dict) and "default_generation_settings" in props:
-        return {"engine": "llama.cpp", "server_info": {k: props[k] for k in ("total_slots",) if k in props}}
-    return {"engine": "unknown", "server_info": {}}
+    engine, info = identify_with(lambda path: wire.get_json(url, path, timeout_s=3.0, headers=hdrs))
+    return {"engine": engine, "server_info": info}
 
 
 class StageServer:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
-from loadgen.engines import ENGINES, UNKNOWN, by_owner, get
+from loadgen.engines import UNKNOWN, get, identify, owner_of
 
 
 @dataclass
@@ -47,21 +47,16 @@ async def _get_json(session: aiohttp.ClientSession, url: str):
 
 
 async def _identify(s: aiohttp.ClientSession, url: str, out: ServerProbe) -> None:
-    """Engine by engine (the registry's order), the info pages of those the server may still be: the first
-    whose page reads as its own names it and fills ``server_info``; else ``/v1/models``' owner stands."""
-    for engine in ENGINES.values():
-        p = engine.probe
-        if not p.info_paths or not (p.asked_always or out.engine in (UNKNOWN, engine.name)):
-            continue
-        page = None
-        for path in p.info_paths:
-            page = await _get_json(s, url + path)
-            if page is not None:
-                break
-        if p.is_info(page):
-            out.engine = engine.name
-            out.server_info = p.server_info(page, *[await _get_json(s, url + path) for path in p.then_paths])
-            return
+    """The engines' own questions (loadgen.engines.identify), asked over this session."""
+    steps = identify(out.engine)
+    try:
+        path = next(steps)
+        while True:
+            path = steps.send(await _get_json(s, url + path))
+    except StopIteration as done:
+        engine, info = done.value
+    if info is not None:
+        out.engine, out.server_info = engine, info
 
 
 async def probe(url: str, timeout_s: float = 5.0) -> ServerProbe:
@@ -73,7 +68,7 @@ async def probe(url: str, timeout_s: float = 5.0) -> ServerProbe:
             out.reachable = True
             if isinstance(models, dict):
                 out.models = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
-                out.engine = by_owner({m.get("owned_by") for m in models.get("data", []) if isinstance(m, dict)})
+                out.engine = owner_of(models)
             await _identify(s, url, out)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         out.reachable = False

@@ -150,3 +150,21 @@ def test_combine_says_why_it_cannot_compare():
     outside = combine([_log().to_dict()], "h", (early[0], span[1]), early, close_at)
     assert outside.ended is None and "outside the window edges" in outside.why
     assert combine([], "h", span, open_at, close_at).why
+
+
+def test_the_masters_probe_asks_as_the_runners_probe_does(live):
+    # one rule (loadgen.engines.identify) driven by blocking http.client on the master and by aiohttp in
+    # loadgen run: a simulator speaking SGLang is found the same by both, with the same server_info
+    from loadgen.locust.serverside import probe_info
+    from loadgen.run.probe import probe_sync
+
+    with SimProcess(mode="spec") as sim:
+        master = probe_info(sim.url)
+        runner = probe_sync(sim.url)
+    assert master["engine"] == runner.engine == "sglang"
+    # (the simulator's own counters inside server_info move between the two asks)
+    assert master["server_info"].keys() == runner.server_info.keys()
+    for key in ("max_running_requests", "speculative_algorithm"):
+        assert master["server_info"][key] == runner.server_info[key]
+    assert runner.server_info["max_running_requests"] == 48 and runner.speculative is True
+    assert probe_info(f"http://127.0.0.1:{free_port()}") == {"engine": "unknown", "server_info": {}}
