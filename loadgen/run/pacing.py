@@ -32,7 +32,7 @@ import itertools
 import time
 from typing import Callable, Iterable, Iterator
 
-from loadgen.client.stream import StreamClient
+from loadgen.client.stream import Prepared, StreamClient
 from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
 from loadgen.run.lifecycle import Lifecycle
@@ -70,11 +70,14 @@ class Sender:
         self.cancelled_inside = 0
         """Window requests whose user was stopped mid-request by its front (Locust stopping users)."""
 
-    async def send(self, req: GenRequest, start_ns: int, inside: bool, planned_ns: int | None = None,
+    async def send(self, req: GenRequest | Prepared, start_ns: int, inside: bool, planned_ns: int | None = None,
                    rid: str | None = None) -> RequestRecord:
+        """``req`` with its ``rid`` (a new one when None), or prepared ahead (:meth:`prepare`: its own rid)."""
         state = self.life.state
+        if rid is None and not isinstance(req, Prepared):
+            rid = self.rid()
         try:
-            rec = await self.client.stream(req, rid or self.rid(), start_ns=start_ns, planned_ns=planned_ns)
+            rec = await self.client.stream(req, rid or "", start_ns=start_ns, planned_ns=planned_ns)
         except asyncio.CancelledError:
             if inside and not state.stop_new:
                 # stopped mid-request while the stage still admits (Locust stopped this user): the window
@@ -94,6 +97,10 @@ class Sender:
 
     def rid(self) -> str:
         return f"{self.tag}-{next(self._seq)}"
+
+    def prepare(self, req: GenRequest) -> Prepared:
+        """The request's bytes and id, built now: ahead of its planned instant rather than at it."""
+        return self.client.prepare(req, self.rid())
 
 
 class Closed:
@@ -216,7 +223,7 @@ class Open:
         sender.life.folder.next_send = lambda: self.due_ns
         return [asyncio.create_task(self.run(sender, t0))]
 
-    async def _one(self, sender: Sender, req: GenRequest, planned: int, inside: bool) -> None:
+    async def _one(self, sender: Sender, req: Prepared, planned: int, inside: bool) -> None:
         try:
             await sender.send(req, _now(), inside, planned_ns=planned)
         finally:
@@ -227,6 +234,8 @@ class Open:
         state, counts, slots = sender.life.state, self.counts, self.slots
         for offset_s, req in self.pairs:
             planned = t0 + int(offset_s * 1e9)
+            # its body built and serialised while the dispatcher waits for its instant, not at the hand-over
+            ready = sender.prepare(req)
             self.due_ns = planned
             await _wait_until(planned, self.sleep)
             self.due_ns = None
@@ -247,7 +256,7 @@ class Open:
                 return
             counts["planned"] += 1  # planned = sent + skipped_late: what came due before the stage ended
             counts["sent"] += 1
-            task = asyncio.create_task(self._one(sender, req, planned, inside))
+            task = asyncio.create_task(self._one(sender, ready, planned, inside))
             self.running.add(task)
             task.add_done_callback(self.running.discard)
 
