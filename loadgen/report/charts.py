@@ -224,6 +224,22 @@ W, H = 560, 300
 ML, MR, MT, MB = 58, 14, 14, 42
 
 
+@dataclass
+class _Plot:
+    """Where a chart's values land in its SVG: the axes and the plot area inside the fixed margins."""
+
+    ax: _Axis
+    ay: _Axis
+    pw: int
+    ph: int
+
+    def X(self, v: float) -> float:
+        return ML + self.ax.t(v) * self.pw
+
+    def Y(self, v: float) -> float:
+        return MT + (1.0 - self.ay.t(v)) * self.ph
+
+
 def svg(chart: Chart, width: int = W, height: int = H) -> str:
     """The chart as an inline ``<svg>`` element (styled by the page's CSS, tooltips in ``<title>``)."""
     if not chart.has_data():
@@ -231,44 +247,64 @@ def svg(chart: Chart, width: int = W, height: int = H) -> str:
         return (f'<svg class="chart" viewBox="0 0 {width} {height}" role="img">'
                 f'<text x="{width / 2}" y="{height / 2}" class="empty" text-anchor="middle">{msg}</text></svg>')
     ax, ay = _axes(chart)
-    pw, ph = width - ML - MR, height - MT - MB
-
-    def X(v: float) -> float:
-        return ML + ax.t(v) * pw
-
-    def Y(v: float) -> float:
-        return MT + (1.0 - ay.t(v)) * ph
-
+    p = _Plot(ax, ay, width - ML - MR, height - MT - MB)
+    pw, ph = p.pw, p.ph
     out = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(chart.title)}">']
-    # grid and y ticks
-    for v in ay.ticks():
-        y = Y(v)
-        out.append(f'<line class="grid" x1="{ML}" x2="{ML + pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
+    out += _svg_grid(chart, p)
+    out.append(f'<rect class="frame" x="{ML}" y="{MT}" width="{pw}" height="{ph}"/>')
+    out += _svg_marks(chart, p)
+    # bands, then lines, then markers on top
+    out += _svg_bands(chart, p)
+    for s in chart.series:
+        dash = ' stroke-dasharray="6 4"' if s.dash else ""
+        for seg in _segments(s.xs, s.ys, ay.ok):
+            pts = " ".join(f"{p.X(x):.1f},{p.Y(y):.1f}" for x, y in seg)
+            out.append(f'<polyline points="{pts}" fill="none" stroke="{s.color}" stroke-width="{s.width}"{dash} '
+                       f'stroke-linejoin="round" stroke-linecap="round"/>')
+    out += _svg_markers(chart, p)
+    # axis labels
+    out.append(f'<text class="alabel" x="{ML + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{escape(chart.xlabel)}</text>')
+    out.append(f'<text class="alabel" transform="translate(13 {MT + ph / 2:.1f}) rotate(-90)" '
+               f'text-anchor="middle">{escape(chart.ylabel)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _svg_grid(chart: Chart, p: _Plot) -> list[str]:
+    """The grid with the y ticks, then the x ticks: the ladder, thinned so labels do not collide."""
+    out = []
+    for v in p.ay.ticks():
+        y = p.Y(v)
+        out.append(f'<line class="grid" x1="{ML}" x2="{ML + p.pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
         out.append(f'<text class="tick" x="{ML - 6}" y="{y + 3.5:.1f}" text-anchor="end">{_fmt(v, chart.ysuffix)}</text>')
-    # x ticks: the ladder, thinned so labels do not collide
     if chart.xticks:
         xt = chart.xticks
     else:
         xt = [(x, _fmt(x)) for x in sorted({x for s in chart.series for x, y in zip(s.xs, s.ys) if y is not None})]
     last = -1e9
     for v, label in xt:
-        if not (ax.ok(v) or not ax.log):
+        if not (p.ax.ok(v) or not p.ax.log):
             continue
-        x = X(v)
-        if x < ML - 1 or x > ML + pw + 1:
+        x = p.X(v)
+        if x < ML - 1 or x > ML + p.pw + 1:
             continue
-        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{MT}" y2="{MT + ph}"/>')
+        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{MT}" y2="{MT + p.ph}"/>')
         if x - last >= 8 + 6.5 * len(label):
-            out.append(f'<text class="tick" x="{x:.1f}" y="{MT + ph + 15}" text-anchor="middle">{escape(label)}</text>')
+            out.append(f'<text class="tick" x="{x:.1f}" y="{MT + p.ph + 15}" text-anchor="middle">{escape(label)}</text>')
             last = x
-    out.append(f'<rect class="frame" x="{ML}" y="{MT}" width="{pw}" height="{ph}"/>')
-    # spans (crossover intervals) and reference lines
+    return out
+
+
+def _svg_marks(chart: Chart, p: _Plot) -> list[str]:
+    """Spans (crossover intervals), the horizontal reference line and the labelled vertical markers."""
+    X, pw, ph = p.X, p.pw, p.ph
+    out = []
     for sp in chart.spans:
         x0, x1 = max(ML, X(sp.lo)), min(ML + pw, X(sp.hi))
         out.append(f'<rect x="{x0:.1f}" y="{MT}" width="{max(1.5, x1 - x0):.1f}" height="{ph}" fill="{sp.color}" '
                    f'fill-opacity="0.13"><title>{escape(sp.label)}</title></rect>')
-    if chart.hline is not None and ay.ok(chart.hline):
-        y = Y(chart.hline)
+    if chart.hline is not None and p.ay.ok(chart.hline):
+        y = p.Y(chart.hline)
         out.append(f'<line class="zero" x1="{ML}" x2="{ML + pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
     vls = sorted(chart.vlines, key=lambda v: v.x)
     widths = [7.0 * len(v.label) for v in vls]
@@ -280,31 +316,37 @@ def svg(chart: Chart, width: int = W, height: int = H) -> str:
         if vl.label:
             out.append(f'<text class="vlabel" x="{x0:.1f}" y="{MT + 12 + 14 * row}" fill="{vl.color}">'
                        f'{escape(vl.label)}</text>')
-    # bands, then lines, then markers on top
+    return out
+
+
+def _svg_bands(chart: Chart, p: _Plot) -> list[str]:
+    """Each series' interval band as a polygon, with a whisker at every point so one-stage bands still show."""
+    X, Y = p.X, p.Y
+    out = []
     for s in chart.series:
         if not s.band:
             continue
         lo, hi = s.band
-        pts = [(x, a, b) for x, a, b in zip(s.xs, lo, hi) if ay.ok(a) and ay.ok(b)]
+        pts = [(x, a, b) for x, a, b in zip(s.xs, lo, hi) if p.ay.ok(a) and p.ay.ok(b)]
         if len(pts) >= 2:
             poly = [f"{X(x):.1f},{Y(b):.1f}" for x, a, b in pts] + [f"{X(x):.1f},{Y(a):.1f}" for x, a, b in reversed(pts)]
             out.append(f'<polygon points="{" ".join(poly)}" fill="{s.color}" fill-opacity="0.16" stroke="none"/>')
         for x, a, b in pts:  # whiskers, so one-stage bands still show
             out.append(f'<line x1="{X(x):.1f}" x2="{X(x):.1f}" y1="{Y(a):.1f}" y2="{Y(b):.1f}" stroke="{s.color}" '
                        f'stroke-opacity="0.45" stroke-width="1.2"/>')
-    for s in chart.series:
-        dash = ' stroke-dasharray="6 4"' if s.dash else ""
-        for seg in _segments(s.xs, s.ys, ay.ok):
-            pts = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in seg)
-            out.append(f'<polyline points="{pts}" fill="none" stroke="{s.color}" stroke-width="{s.width}"{dash} '
-                       f'stroke-linejoin="round" stroke-linecap="round"/>')
+    return out
+
+
+def _svg_markers(chart: Chart, p: _Plot) -> list[str]:
+    """Every measured point: a dot with its tooltip, ringed where the stage is flagged."""
+    out = []
     for s in chart.series:
         if not s.marker:
             continue
         for i, (x, y) in enumerate(zip(s.xs, s.ys)):
-            if not ay.ok(y):
+            if not p.ay.ok(y):
                 continue
-            cx, cy = X(x), Y(y)
+            cx, cy = p.X(x), p.Y(y)
             flag = s.flags[i] if s.flags else ""
             tip = s.tips[i] if s.tips else f"{s.label}: {_fmt(y, chart.ysuffix)} at {_fmt(x)}"
             out.append(f'<g class="pt"><title>{escape(tip)}</title>')
@@ -317,12 +359,7 @@ def svg(chart: Chart, width: int = W, height: int = H) -> str:
                 out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="none" stroke="{ring}" '
                            f'stroke-width="2"/>')
             out.append("</g>")
-    # axis labels
-    out.append(f'<text class="alabel" x="{ML + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{escape(chart.xlabel)}</text>')
-    out.append(f'<text class="alabel" transform="translate(13 {MT + ph / 2:.1f}) rotate(-90)" '
-               f'text-anchor="middle">{escape(chart.ylabel)}</text>')
-    out.append("</svg>")
-    return "".join(out)
+    return out
 
 
 @dataclass
