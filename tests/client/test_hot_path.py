@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from loadgen.client.protocols import get_protocol
 from loadgen.client.sse import SSEParser
-from loadgen.client.stream import Prepared, StreamClient, Timeouts, _StampingHandler
+from aiohttp.streams import StreamReader
+
+from loadgen.client.stream import LEAN_BODY, Prepared, StreamClient, Timeouts, _EventStreamBody, _StampingHandler
 from loadgen.client.loops import new_event_loop
 from loadgen.request import GenRequest
 
@@ -154,3 +156,46 @@ def test_resume_reading_is_aiohttps_own_when_paused_and_nothing_otherwise():
         assert tr.resumed == 1 and not h._reading_paused
     finally:
         loop.close()
+
+
+class _Protocol:
+    def __init__(self) -> None:
+        self.resumed = self.paused = 0
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        self.resumed += 1
+
+    def pause_reading(self) -> None:
+        self.paused += 1
+
+
+def _read_all(cls, feeds: list[list[bytes]], swap_after: int) -> tuple[list[bytes], int, int]:
+    """Feed HTTP chunks read by read (swapping the class after ``swap_after`` reads) and readany each time."""
+    loop = asyncio.new_event_loop()
+    try:
+        proto = _Protocol()
+        body = StreamReader(proto, 64, loop=loop)
+        out = []
+        for i, chunks in enumerate(feeds):
+            if i == swap_after:
+                body.__class__ = cls
+            for c in chunks:
+                body.begin_http_chunk_receiving()
+                body.feed_data(c)
+                body.end_http_chunk_receiving()
+            out.append(loop.run_until_complete(body.readany()))
+        body.feed_eof()
+        out.append(loop.run_until_complete(body.readany()))
+        return out, body._size, body.total_bytes
+    finally:
+        loop.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.binary(min_size=1, max_size=100), min_size=1, max_size=5), min_size=1, max_size=8),
+       st.integers(min_value=0, max_value=8))
+def test_the_lean_body_reader_hands_out_what_aiohttps_does(feeds, swap_after):
+    assert LEAN_BODY, "this aiohttp lacks what the lean body reader uses: the client runs without it"
+    want = _read_all(StreamReader, feeds, swap_after)
+    got = _read_all(_EventStreamBody, feeds, swap_after)
+    assert got == want
