@@ -81,78 +81,102 @@ def _simulate(prof: Profile, mode: str, arrivals_s: Iterable[float], mix: list[t
         raise LoadgenError(f"time scale must be > 0, got {time_scale:g}")
     if not mix:
         raise LoadgenError("an open-loop schedule needs at least one request shape in its mix")
-    finished: list[SimRequest] = []
-    sched = Scheduler(SchedulerConfig(prof, mode, max_running=max_running, max_queued=max_queued),
-                      on_finish=finished.append)
-    ms_per_s = 1000.0 * time_scale  # wall s → model ms
-    rng = random.Random(f"loadgen.openloop:{seed}")
-    it: Iterator[float] = iter(arrivals_s)
-    nxt = next(it, None)
-    out: list[VirtualRequest | None] = []
-    live: dict[int, tuple[SimRequest, float]] = {}  # index → (request, admitted model ms)
-    planned: list[float] = []
-    open_measured = 0  # measured arrivals not yet finished
-    unadmitted_measured = 0  # of those, still waiting
-    trace = _Trace([], [], [], [])
-    t_ms = 0.0
-    last_planned = -math.inf
-
-    def submit(i: int, at_s: float) -> None:
-        nonlocal open_measured, unadmitted_measured
-        n_prompt, p, n_out = mix[i % len(mix)]
-        truth = TruthRecord(rid=str(i), route="virtual", stream=True, mode=mode, received_ns=0,
-                            prompt_tokens=n_prompt, prompt_kind="virtual", accept_p=p)
-        req = SimRequest(rid=str(i), prompt_tokens=n_prompt, target_tokens=n_out, finish_type="length",
-                         accept_p=p, rng=random.Random(rng.random()), truth=truth)
-        out.append(None)
-        planned.append(at_s)
-        try:
-            sched.submit(req)
-        except QueueFull:  # SGLang's 503 "The request queue is full.", at once
-            out[i] = VirtualRequest(at_s, None, None, at_s, n_prompt, 0, True)
-            return
-        live[i] = (req, math.nan)
-        if measured_until_s is not None and at_s < measured_until_s:
-            open_measured += 1
-            unadmitted_measured += 1
-
-    def done() -> bool:
-        if measured_until_s is not None and nxt is not None and nxt >= measured_until_s:
-            return open_measured == 0
-        return nxt is None and not sched.running and not sched.waiting
-
-    while not done():
-        if not sched.running and not sched.waiting and nxt is not None:
-            t_ms = max(t_ms, nxt * ms_per_s)  # idle until the next arrival
-        # arrivals up to now join the queue; past the measured window, only once every measured request
-        # is admitted: FIFO admits none of them before, and a saturated queue would hold them by the million
-        while nxt is not None and nxt * ms_per_s <= t_ms:
-            if measured_until_s is not None and nxt >= measured_until_s and unadmitted_measured and max_queued is None:
-                break
-            if nxt < last_planned:
-                raise LoadgenError(f"arrival times must not decrease: {nxt:g} s after {last_planned:g} s")
-            last_planned = nxt
-            submit(len(out), nxt)
-            nxt = next(it, None)
+    run = _Schedule(prof, mode, arrivals_s, mix, time_scale=time_scale, max_running=max_running,
+                    max_queued=max_queued, seed=seed, measured_until_s=measured_until_s)
+    sched = run.sched
+    while not run.done():
+        if not sched.running and not sched.waiting and run.nxt is not None:
+            run.t_ms = max(run.t_ms, run.nxt * run.ms_per_s)  # idle until the next arrival
+        run.take_arrivals()
         if not sched.running and not sched.waiting:
             continue
-        trace.start_ms.append(t_ms)
+        run.forward()
+    # what is still in flight (after the measured window) is cut off: left out of every summary
+    return [r for r in run.out if r is not None], run.trace
+
+
+class _Schedule:
+    """One open-loop schedule going through the real scheduler in model time: the arrivals not yet sent, the
+    requests in flight, each one's life once it ends, and (with ``measured_until_s``) how many measured
+    arrivals are still to finish and to be admitted."""
+
+    def __init__(self, prof: Profile, mode: str, arrivals_s: Iterable[float], mix: list[tuple[int, float, int]], *,
+                 time_scale: float, max_running: int, max_queued: int | None, seed: int,
+                 measured_until_s: float | None) -> None:
+        self.finished: list[SimRequest] = []
+        self.sched = Scheduler(SchedulerConfig(prof, mode, max_running=max_running, max_queued=max_queued),
+                               on_finish=self.finished.append)
+        self.mode, self.mix, self.max_queued, self.measured_until_s = mode, mix, max_queued, measured_until_s
+        self.ms_per_s = 1000.0 * time_scale  # wall s → model ms
+        self.rng = random.Random(f"loadgen.openloop:{seed}")
+        self.it: Iterator[float] = iter(arrivals_s)
+        self.nxt = next(self.it, None)
+        self.out: list[VirtualRequest | None] = []
+        self.live: dict[int, tuple[SimRequest, float]] = {}  # index → (request, admitted model ms)
+        self.planned: list[float] = []
+        self.open_measured = 0  # measured arrivals not yet finished
+        self.unadmitted_measured = 0  # of those, still waiting
+        self.trace = _Trace([], [], [], [])
+        self.t_ms = 0.0
+        self.last_planned = -math.inf
+
+    def submit(self, i: int, at_s: float) -> None:
+        n_prompt, p, n_out = self.mix[i % len(self.mix)]
+        truth = TruthRecord(rid=str(i), route="virtual", stream=True, mode=self.mode, received_ns=0,
+                            prompt_tokens=n_prompt, prompt_kind="virtual", accept_p=p)
+        req = SimRequest(rid=str(i), prompt_tokens=n_prompt, target_tokens=n_out, finish_type="length",
+                         accept_p=p, rng=random.Random(self.rng.random()), truth=truth)
+        self.out.append(None)
+        self.planned.append(at_s)
+        try:
+            self.sched.submit(req)
+        except QueueFull:  # SGLang's 503 "The request queue is full.", at once
+            self.out[i] = VirtualRequest(at_s, None, None, at_s, n_prompt, 0, True)
+            return
+        self.live[i] = (req, math.nan)
+        if self.measured_until_s is not None and at_s < self.measured_until_s:
+            self.open_measured += 1
+            self.unadmitted_measured += 1
+
+    def done(self) -> bool:
+        if self.measured_until_s is not None and self.nxt is not None and self.nxt >= self.measured_until_s:
+            return self.open_measured == 0
+        return self.nxt is None and not self.sched.running and not self.sched.waiting
+
+    def take_arrivals(self) -> None:
+        """Arrivals up to now join the queue; past the measured window, only once every measured request is
+        admitted: FIFO admits none of them before, and a saturated queue would hold them by the million."""
+        until = self.measured_until_s
+        while self.nxt is not None and self.nxt * self.ms_per_s <= self.t_ms:
+            nxt = self.nxt
+            if until is not None and nxt >= until and self.unadmitted_measured and self.max_queued is None:
+                break
+            if nxt < self.last_planned:
+                raise LoadgenError(f"arrival times must not decrease: {nxt:g} s after {self.last_planned:g} s")
+            self.last_planned = nxt
+            self.submit(len(self.out), nxt)
+            self.nxt = next(self.it, None)
+
+    def forward(self) -> None:
+        """One forward of the scheduler: its trace, the requests it admits, model time advanced by its cost, and
+        the requests it finishes turned into their VirtualRequest."""
+        sched, trace = self.sched, self.trace
+        trace.start_ms.append(self.t_ms)
         trace.running.append(len(sched.running))
         trace.waiting.append(len(sched.waiting))
         admitted, ms = sched.next_forward()
         trace.cost_ms.append(ms)
         for req in admitted:
             i = int(req.rid)
-            live[i] = (req, t_ms)
-            if measured_until_s is not None and planned[i] < measured_until_s:
-                unadmitted_measured -= 1
-        t_ms += ms
-        sched.complete_forward(admitted, int(round(t_ms * 1e6)))
-        for req in finished:
-            open_measured -= _retire(out, live, req, planned, ms_per_s, measured_until_s)
-        finished.clear()
-    # what is still in flight (after the measured window) is cut off: left out of every summary
-    return [r for r in out if r is not None], trace
+            self.live[i] = (req, self.t_ms)
+            if self.measured_until_s is not None and self.planned[i] < self.measured_until_s:
+                self.unadmitted_measured -= 1
+        self.t_ms += ms
+        sched.complete_forward(admitted, int(round(self.t_ms * 1e6)))
+        for req in self.finished:
+            self.open_measured -= _retire(self.out, self.live, req, self.planned, self.ms_per_s,
+                                          self.measured_until_s)
+        self.finished.clear()
 
 
 def _retire(out, live, req: SimRequest, planned: list[float], ms_per_s: float, until_s: float | None) -> int:
