@@ -1,7 +1,7 @@
 """How fast one client process keeps an open-loop schedule (``loadgen bench dispatch``).
 
 In: a list of offered rates (req/s), an arrival process, process counts. Out: a printed
-table, per rate, of what the open-loop stage (loadgen/run/openloop.py, the same code as
+table, per rate, of what the open-loop stage (loadgen/run/pacing.py, the same code as
 ``loadgen run --rate``) planned and sent, what completed, its dispatch lag (handed to the
 HTTP client − planned) at p50/p99/max and the client's CPU, then the highest rate one
 process keeps with dispatch lag p99 under 1 ms.
