@@ -8,18 +8,19 @@ import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
 from loadgen import redact
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
-from loadgen.analysis.compare import MetricResult, analyze_run
+from loadgen.analysis.compare import analyze_run
 from loadgen.analysis.coverage import nothing_compared
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
-from loadgen.analysis.engineterms import Translation
 from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
+from loadgen.report.terminal import any_compared, crossover_tables
 from loadgen.run.orchestrate import ServerCommand
 from loadgen.run.ramp import RampPlan, log, run_ramp
 from loadgen.run.results import ResultsWriter, load
@@ -145,21 +146,7 @@ def run(args) -> int:
     args, resume_doc = front.resumed_args(args, "crossover", defaults)
     targets_conf, one_workload = apply_config(args, args.config, defaults) if args.config else ([], False)
     if args.from_:
-        path = Path(args.from_)
-        doc = load(path / "run.json" if path.is_dir() else path)
-        src = path if path.is_dir() else path.parent
-        out = Path(args.out) if args.out != defaults["out"] else src
-        if out.resolve() != src.resolve() or (path.is_file() and path.name != "run.json"):
-            # The report reads the run from the folder it is written to: a new --out, or a Locust ramp's
-            # ramp.json, gets a copy of the run's files (before, the analysis printed and then the report
-            # failed: no run.json).
-            out.mkdir(parents=True, exist_ok=True)
-            run_json = path if path.is_file() else path / "run.json"
-            shutil.copyfile(run_json, out / "run.json")
-            for sibling in (run_json.with_suffix(".csv"), run_json.with_suffix(".hlog")):
-                if sibling.is_file():
-                    shutil.copyfile(sibling, out / f"run{sibling.suffix}")
-        return _analyse_and_report(doc, out, args)
+        return _from_results(args, defaults)
     out = Path(args.out)
     configs = configurations(args, targets_conf)
     on_sim = configs is None
@@ -171,6 +158,62 @@ def run(args) -> int:
     s = flags.typed(args, "crossover")
     front.check_resume(resume_doc, s, "crossover")
     opts = front.run_options(s)
+    workloads = _workloads(s, one_workload)
+    make_source = front.source_factory(s, workloads)  # a bad workload name fails here, before any server starts
+    with ExitStack() as stack:
+        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed, **front.open_meta(s),
+                      "settings": recorded.record(s, "crossover")}
+        if configs is None:
+            configs = _simulators(stack, s, meta)
+        commands = _server_commands(configs, args, out)
+        targets = _targets(configs, s, args, defaults)
+        labels = [c.label for c in configs]
+        adaptive = [c.label for c in configs if c.adaptive]
+        meta["roles"] = {"baseline": labels[0], "spec": labels[1]}
+        meta["configurations"] = {"reference": labels[0], "candidates": labels[1:], "adaptive": adaptive}
+        plan = front.ramp_plan(s, targets, workloads, make_source, opts, commands=commands,
+                               adapt_window=adapt_window)
+        meta["ladder"] = plan.ladder
+        meta["workloads"] = plan.workloads
+        meta["targets"] = front.target_meta(targets)
+        writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
+        front.probe_ahead(targets, commands, writer)
+        outcome = front.drive(plan, writer, keep_on_error=True, then=_then(plan, writer, args, s))
+    if outcome.status == "done":
+        return _analyse_and_report(load(out / "run.json"), out, args)
+    if outcome.status == "interrupted":
+        log("interrupted: analysing the stages that finished")
+    else:
+        log(f"error: {outcome.error}")
+        log("the run stopped there: analysing the stages that finished")
+    if outcome.stages:
+        _analyse_and_report(writer.doc(), out, args, stopped=True)
+    return outcome.exit_code
+
+
+def _from_results(args, defaults: dict) -> int:
+    """``--from``: analyse and report a finished run (a results folder, its run.json or a Locust ramp's
+    ramp.json), in its own folder or, given ``--out``, in that one."""
+    path = Path(args.from_)
+    doc = load(path / "run.json" if path.is_dir() else path)
+    src = path if path.is_dir() else path.parent
+    out = Path(args.out) if args.out != defaults["out"] else src
+    if out.resolve() != src.resolve() or (path.is_file() and path.name != "run.json"):
+        # The report reads the run from the folder it is written to: a new --out, or a Locust ramp's
+        # ramp.json, gets a copy of the run's files (before, the analysis printed and then the report
+        # failed: no run.json).
+        out.mkdir(parents=True, exist_ok=True)
+        run_json = path if path.is_file() else path / "run.json"
+        shutil.copyfile(run_json, out / "run.json")
+        for sibling in (run_json.with_suffix(".csv"), run_json.with_suffix(".hlog")):
+            if sibling.is_file():
+                shutil.copyfile(sibling, out / f"run{sibling.suffix}")
+    return _analyse_and_report(doc, out, args)
+
+
+def _workloads(s, one_workload: bool) -> list[str]:
+    """The workloads to run (a config's one workload whole, a mix included; ``--trace``: the trace's own), with
+    the open-loop and capacity flags checked: a wrong combination fails here, before any server starts."""
     if one_workload:
         workloads = [s.workload.strip()]
     else:
@@ -183,78 +226,75 @@ def run(args) -> int:
         from loadgen.analysis.rates import parse_slos
 
         parse_slos(s.capacity)
-    make_source = front.source_factory(s, workloads)  # a bad workload name fails here, before any server starts
-    with ExitStack() as stack:
-        meta: dict = {"command": "crossover", "argv": sys.argv[1:], "seed": s.seed, **front.open_meta(s),
-                      "settings": recorded.record(s, "crossover")}
-        commands = {}
-        if configs is None:
-            modes = tuple(s.sim_modes or ("baseline", "spec"))
-            urls = front.start_simulators(stack, s, modes)
-            prof = profiles.load(s.sim_profile)  # the profile says which of its modes adapt on their own
-            configs = [Configuration(m, u, adaptive=prof.is_adaptive(m)) for m, u in zip(modes, urls)]
-            # what it takes to recompute the traffic the simulators saw, for their own crossover (sim.known)
-            meta["simulator"] = {"profile": s.sim_profile, "time_scale": s.sim_time_scale, "seed": s.seed,
-                                 "protocol": s.protocol, "max_tokens": s.max_tokens,
-                                 "prompt_tokens": s.prompt_tokens, "ignore_eos": s.ignore_eos,
-                                 "tokenizer": s.tokenizer, "modes": {m: m for m in modes}}
-            log(f"no URLs given: embedded simulators ({s.sim_profile}) "
-                + ", ".join(f"{c.label} {c.url}" for c in configs))
-        for c in configs:
-            if c.start:
-                tc = c.conf
-                commands[c.label] = ServerCommand(
-                    c.label, c.start, c.url.rstrip("/") + (tc.health if tc else args.health_path),
-                    stop_signal=tc.stop_signal if tc else "SIGINT",
-                    startup_timeout_s=tc.startup_timeout_s if tc else 900.0,
-                    log_path=out / f"{c.label}.server.log")
-        targets = [Target(c.label, c.url, s.protocol, s.model, dict(s.header), s.spec_details) for c in configs]
-        for t, c in zip(targets, configs):  # the config's per-target settings, unless a flag said otherwise
+    return workloads
+
+
+def _simulators(stack: ExitStack, s, meta: dict) -> list[Configuration]:
+    """No URLs given: the embedded simulators, one per ``--sim-modes`` mode, started on ``stack``; ``meta`` gets
+    what it takes to recompute the traffic they saw, for their own crossover (sim.known)."""
+    modes = tuple(s.sim_modes or ("baseline", "spec"))
+    urls = front.start_simulators(stack, s, modes)
+    prof = profiles.load(s.sim_profile)  # the profile says which of its modes adapt on their own
+    configs = [Configuration(m, u, adaptive=prof.is_adaptive(m)) for m, u in zip(modes, urls)]
+    meta["simulator"] = {"profile": s.sim_profile, "time_scale": s.sim_time_scale, "seed": s.seed,
+                         "protocol": s.protocol, "max_tokens": s.max_tokens,
+                         "prompt_tokens": s.prompt_tokens, "ignore_eos": s.ignore_eos,
+                         "tokenizer": s.tokenizer, "modes": {m: m for m in modes}}
+    log(f"no URLs given: embedded simulators ({s.sim_profile}) "
+        + ", ".join(f"{c.label} {c.url}" for c in configs))
+    return configs
+
+
+def _server_commands(configs: list[Configuration], args, out: Path) -> dict[str, ServerCommand]:
+    """label → how loadgen starts and stops that configuration's server, for those it starts."""
+    commands = {}
+    for c in configs:
+        if c.start:
             tc = c.conf
-            if tc is None:
-                continue
-            if args.protocol == defaults["protocol"]:
-                t.protocol = tc.protocol
-            if args.model == defaults["model"]:
-                t.model = tc.model
-            if not args.header:
-                t.headers = dict(tc.headers)
-            t.spec_details = s.spec_details or tc.spec_details
-        labels = [c.label for c in configs]
-        adaptive = [c.label for c in configs if c.adaptive]
-        meta["roles"] = {"baseline": labels[0], "spec": labels[1]}
-        meta["configurations"] = {"reference": labels[0], "candidates": labels[1:], "adaptive": adaptive}
-        plan = front.ramp_plan(s, targets, workloads, make_source, opts, commands=commands,
-                               adapt_window=adapt_window)
-        meta["ladder"] = plan.ladder
-        meta["workloads"] = plan.workloads
-        meta["targets"] = front.target_meta(targets)
-        writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
-        front.probe_ahead(targets, commands, writer)
-        def refine() -> None:
-            if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
-                if plan.open is not None:
-                    from loadgen.cli import rates
+            commands[c.label] = ServerCommand(
+                c.label, c.start, c.url.rstrip("/") + (tc.health if tc else args.health_path),
+                stop_signal=tc.stop_signal if tc else "SIGINT",
+                startup_timeout_s=tc.startup_timeout_s if tc else 900.0,
+                log_path=out / f"{c.label}.server.log")
+    return commands
 
-                    if args.refine:
-                        rates.refine(plan, writer, args)
-                    if s.capacity:
-                        rates.search(plan, writer, args)
-                else:
-                    _refine(plan, writer, args)
 
-        outcome = front.drive(plan, writer, keep_on_error=True,
-                              then=refine if args.refine or (plan.open is not None and s.capacity) else None)
-    if outcome.status == "done":
-        return _analyse_and_report(load(out / "run.json"), out, args)
-    if outcome.status == "interrupted":
-        log("interrupted: analysing the stages that finished")
-    else:
-        log(f"error: {outcome.error}")
-        log("the run stopped there: analysing the stages that finished")
-    if outcome.stages:
-        _analyse_and_report(writer.doc(), out, args, stopped=True)
-    return outcome.exit_code
+def _targets(configs: list[Configuration], s, args, defaults: dict) -> list[Target]:
+    """One Target per configuration: the flags', then a config's per-target settings unless a flag said otherwise."""
+    targets = [Target(c.label, c.url, s.protocol, s.model, dict(s.header), s.spec_details) for c in configs]
+    for t, c in zip(targets, configs):
+        tc = c.conf
+        if tc is None:
+            continue
+        if args.protocol == defaults["protocol"]:
+            t.protocol = tc.protocol
+        if args.model == defaults["model"]:
+            t.model = tc.model
+        if not args.header:
+            t.headers = dict(tc.headers)
+        t.spec_details = s.spec_details or tc.spec_details
+    return targets
+
+
+def _then(plan: RampPlan, writer: ResultsWriter, args, s) -> Callable[[], None] | None:
+    """What runs after the ladder, or None: ``--refine`` (on the rate axis for an open loop), ``--capacity``'s
+    search; a spent --max-run-time is not refined past."""
+    if not (args.refine or (plan.open is not None and s.capacity)):
+        return None
+
+    def refine() -> None:
+        if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
+            if plan.open is not None:
+                from loadgen.cli import rates
+
+                if args.refine:
+                    rates.refine(plan, writer, args)
+                if s.capacity:
+                    rates.search(plan, writer, args)
+            else:
+                _refine(plan, writer, args)
+
+    return refine
 
 
 def _refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
@@ -324,156 +364,6 @@ def _analyse_and_report(doc: dict, out: Path, args, stopped: bool = False) -> in
             log(f"report: {html}")
     log(f"results: {out / 'run.json'}, analysis: {out / 'crossover.json'}")
     return code
-
-
-def any_compared(res: dict) -> bool:
-    """Whether some workload has a concurrency whose stages of two configurations both measured their load (their
-    metrics may still have too few samples: the tables say so); with three or more configurations, whether the
-    deciding metric was compared over them anywhere."""
-    if res.get("configs") and any(res.get("decides", PRIMARY) in per for per in res["configs"].values()):
-        return True
-    return any((cov or {}).get("compared") for cov in (res.get("coverage") or {}).values())
-
-
-def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:
-    """The answer in one screen: per workload the deciding metric's table (``metric``: another's), stages not
-    compared marked with why, its verdict, a latency metric's sentence only where it moves the other way, the
-    simulator's own crossover; then, given the run's ``doc``, every stage's flags once, whole, grouped by stage.
-    ``verbose``: every metric's verdict with what it rests on, as the report has them."""
-    from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
-
-    from loadgen.report.words import finding, leans_against, winner_word
-
-    metric = metric or res.get("decides", PRIMARY)
-    if res.get("configs"):
-        return configs_tables(res, metric)
-    lines = []
-    for wl, per in res["workloads"].items():
-        cov = (res.get("coverage") or {}).get(wl, {})
-        if metric not in per:
-            if cov.get("status") == "not compared":
-                lines += _not_compared(res, wl)  # say so: an empty table would read as "no difference"
-            continue
-        m = per[metric]
-        a = m["analysis"]
-        lines.append(f"\nworkload {wl}: {m['label']} ({m['unit']}), {int(a['confidence'] * 100)} % intervals")
-        rows = {c["concurrency"]: [
-            str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
-            "-" if c["delta"] is None else f"{c['delta'] * 100:+.1f}",
-            "-" if c["ci_low"] is None else f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]", winner_word(c)]
-            for c in a["comparisons"]}
-        missing = {x["concurrency"]: x["why"] for x in cov.get("missing") or []}
-        for c in missing:
-            rows.setdefault(c, [str(c), "-", "-", "-", "-", "not compared"])
-        lines += _table([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
-                        + [rows[c] for c in sorted(rows)])
-        for c, why in sorted(missing.items()):
-            lines.append(f"  C={c} not compared: {why}")
-        if cov.get("cut"):
-            lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
-        deciding = MetricResult.from_dict(m)
-        lines.append(f"  → {m['recommendation'] if verbose else finding(deciding)}")
-        for name, other in per.items():
-            o = MetricResult.from_dict(other)
-            if name != metric and (verbose or leans_against(o, deciding)):
-                lines.append(f"  · {o.recommendation if verbose else finding(o)}")
-        for k in m.get("simulator_truth", []):
-            mark, text = verdict(k)
-            lines.append(f"  {mark} {text}")
-    if doc is not None:
-        compared = {wl: set((res.get("coverage") or {}).get(wl, {}).get("compared") or []) for wl in res["workloads"]}
-        lines += _flags_once(doc, compared)
-    return "\n".join(lines)
-
-
-def _flags_once(doc: dict, compared: dict[str, set[int]] | None = None) -> list[str]:
-    """Every flag of every stage, whole and once, one stage to a block (loadgen.report.inputs.slices); with
-    ``compared`` (workload → its compared concurrencies), only those stages': one not compared has its why on
-    its row (the H200 run's C=256 stages were 12 lines of flags beside that line)."""
-    from loadgen.report.inputs import slices
-
-    lines, advice = [], {}
-    for wl, per_target in slices(doc).items():
-        for label, by_c in per_target.items():
-            for c, sl in sorted(by_c.items()):
-                if compared is not None and c not in compared.get(wl, set()):
-                    continue
-                texts = list(dict.fromkeys(text for _, text in sl.flags))
-                if not texts:
-                    continue
-                head = f"  {label} C={c} ({wl}): "
-                lines += [(head if i == 0 else " " * len(head)) + t for i, t in enumerate(texts)]
-                if any(k == "client" for k, _ in sl.flags):
-                    for st in sl.stages:  # the self-check's own advice (stage.ClientHealth), once per text
-                        tip = (st.get("client") or {}).get("advice")
-                        if tip and f"{label} C={c}" not in advice.setdefault(tip, []):
-                            advice[tip].append(f"{label} C={c}")
-    if not lines:
-        return []
-    out = ["\nflags:"] + lines
-    out += [f"  client-bound at {', '.join(who)}: {tip}" for tip, who in advice.items()]
-    return out
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    """The rows right-aligned in columns two spaces apart (the first row is the head)."""
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
-
-
-def _not_compared(res: dict, wl: str) -> list[str]:
-    cov = (res.get("coverage") or {}).get(wl, {})
-    return [f"\nworkload {wl}: NOT COMPARED", f"  • {cov.get('recommendation') or wl + ': not compared.'}"]
-
-
-def _pct(g: dict | None) -> str:
-    if not g or g.get("delta") is None:
-        return "-"
-    return f"{g['delta'] * 100:+.1f} [{g['ci_low'] * 100:+.1f}, {g['ci_high'] * 100:+.1f}]"
-
-
-def configs_tables(res: dict, metric: str = PRIMARY) -> str:
-    """The terminal view of three or more configurations: per workload, each one's mean at every C, the best
-    (or the tie), its lead over the runner-up with the joint interval, then the policy of every metric."""
-    from loadgen.sim.known import switch_verdict
-
-    lines = []
-    # the workloads in the analysis's order (a set's order would change from run to run)
-    for wl in [*res["workloads"], *(w for w in res["configs"] if w not in res["workloads"])]:
-        per = res["configs"].get(wl, {})
-        if metric not in per:
-            lines += _not_compared(res, wl)
-            continue
-        r = per[metric]
-        m = METRICS_BY_NAME[metric]
-        labels = [x for x in r["labels"] if x not in r.get("excluded", {})]
-        n = f"{len(labels)}" if len(labels) == len(r["labels"]) else f"{len(labels)} of {len(r['labels'])}"
-        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {n} configurations, "
-                     f"{int(round(r['confidence'] * 100))} % joint intervals (reference {r['reference']})")
-        rows = [["C", *labels, "best", "lead over runner-up %"]]
-        for a in r["at"]:
-            best = a["best"] or "tie: " + "/".join(a["leaders"])
-            lead = f"{_pct(a['lead'])} vs {a['runner_up']}" if a.get("lead") else "-"
-            rows.append([str(a["concurrency"]), *[f"{a['means'][x]:.1f}" if x in a["means"] else "-" for x in labels],
-                         best, lead])
-        lines += ["  " + x for x in _table(rows)]
-        for x in labels[1:]:  # every candidate against the reference, at the joint level
-            gaps = [(a["concurrency"], (a.get("vs_reference") or {}).get(x)) for a in r["at"]]
-            gaps = [(c, g) for c, g in gaps if g and g.get("delta") is not None]
-            if gaps:
-                lines.append(f"  {x} vs {r['reference']} (Δ %): " + ", ".join(f"C={c} {_pct(g)}" for c, g in gaps))
-        for name, text in res.get("policy", {}).get(wl, {}).items():
-            lines.append(f"  • {text}")
-            if name == metric and wl in (res.get("engine_terms") or {}):
-                lines += [f"      {x}" for x in Translation.from_dict(res["engine_terms"][wl]).lines()]
-        for x in r.get("adaptive", []):
-            gaps = [(a["concurrency"], a["shortfall"].get(x)) for a in r["at"] if x in a["shortfall"]]
-            lines.append(f"  • {x} (adapts on its own) against the best of the others: "
-                         + ", ".join(f"C={c} {_pct(g)} %" for c, g in gaps))
-        for k in r.get("simulator_truth", []):
-            mark, text = switch_verdict(k)
-            lines.append(f"  {mark} {text}")
-    return "\n".join(lines)
 
 
 def _simulator_truth(res: dict, sim: dict, seed: int) -> None:

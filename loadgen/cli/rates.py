@@ -1,9 +1,8 @@
-"""``loadgen crossover --rate`` (and ``loadgen capacity``): an open-loop run's analysis, its capacity search
-and its terminal tables.
+"""``loadgen crossover --rate`` (and ``loadgen capacity``): an open-loop run's analysis and its capacity search.
 
 In: a finished (or growing) results document whose stages are open-loop, the parsed flags. Out:
-rates.json beside run.json (loadgen.analysis.rates), the tables on stdout, and with ``--capacity``
-extra stages, one target at a time, where its capacity's interval is wider than
+rates.json beside run.json (loadgen.analysis.rates), its tables on stdout (loadgen.report.terminal), and
+with ``--capacity`` extra stages, one target at a time, where its capacity's interval is wider than
 ``--capacity-width``; against the embedded simulators, the simulator's own answers beside them.
 """
 
@@ -18,7 +17,8 @@ import orjson
 
 from loadgen import redact
 from loadgen.analysis.compare import configurations
-from loadgen.analysis.rates import RATE_METRICS, RateAnalysis, parse_slos, rate_analysis
+from loadgen.analysis.rates import RateAnalysis, parse_slos, rate_analysis
+from loadgen.report.terminal import rate_tables
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter
 
@@ -141,59 +141,10 @@ def report(doc: dict, out: Path, args) -> int:
             add_truth(d, sim, doc)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rates.json").write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
-    print(tables(d))
+    print(rate_tables(d))
     if not getattr(args, "no_report", False):
         from loadgen.report.html import render
 
         log(f"report: {render(out, doc=doc, res=d)}")
     log(f"results: {out / 'run.json'}, analysis: {out / 'rates.json'}")
     return 0
-
-
-def _f(v, nd=1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
-
-
-def _layout(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
-
-
-def tables(d: dict) -> str:
-    """Per workload: each target's rates (offered, achieved, latencies from plan, lag, saturation), the
-    saturation intervals, each metric's verdict along the rate axis and the capacities."""
-    out: list[str] = []
-    for wl, points in d["points"].items():
-        out.append(f"\n== {wl}: open loop ==")
-        rows = [["target", "offered/s", "ended/s", "TTFT·plan p50", "TTFT·plan p99", "TPOT p50", "ITL p99",
-                 "E2E·plan p99", "goodput/s", "lag p99", "server"]]
-        for p in points:
-            f = p["figures"]
-            rows.append([p["target"], f"{p['rate']:.3g}", _f(p["ended_per_s"], 2), _f(f["ttft_planned_p50"]),
-                         _f(f["ttft_planned_p99"]), _f(f["tpot_p50"], 2), _f(f["itl_p99"], 2),
-                         _f(f["e2e_planned_p99"], 0), _f(p["goodput_per_s"], 2), _f(p["lag_p99_ms"], 2),
-                         ("SATURATED" if p["saturated"] else "keeps up") + (" LAG" if p["lag_flagged"] else "")])
-        out += _layout(rows)
-        for x in d.get("left_out", {}).get(wl, []):
-            out.append(f"left out: {x['target']} at {x['rate']:.3g} req/s: {x['why']}")
-        out.append("saturation:")
-        out += [f"  • {s['words']}" for s in d["saturation"][wl].values()]
-        for cand, per in d["metrics"].get(wl, {}).items():
-            out.append(f"{cand} against {d['reference']}, along the rate axis:")
-            for name in RATE_METRICS:
-                if name in per:
-                    out.append(f"  • {per[name]['sentence']}")
-                    for t in per[name].get("simulator_truth", []):
-                        out.append(f"      {t['mark']} {t['words']}")
-        if d["capacity"].get(wl):
-            out.append("capacity: " + d["capacity_sentence"][wl])
-            for label, c in d["capacity"][wl].items():
-                out.append(f"  • {c['words']}" + (f"  [{c['truth_mark']} {c['truth_words']}]" if c.get("truth_words")
-                                                   else ""))
-    return "\n".join(out)

@@ -23,7 +23,7 @@ from loadgen.errors import LoadgenError
 from loadgen.report.html import render
 from loadgen.report.inputs import PRIMARY, analysis, usable
 from loadgen.report.rates import is_rate_folder
-from loadgen.report.words import sglang_hint
+from loadgen.report.terminal import any_compared, rate_tables, summary_text
 from loadgen.run.results import csv_text, load
 
 
@@ -184,8 +184,6 @@ def run(args) -> int:
         return _rate_report(doc, out, args, [] if same_place else [paths[0].parent / "rates.json"])
 
     res = analysis(out, doc, confidence=args.confidence, force=args.reanalyse or forced)
-    from loadgen.cli.crossover import any_compared
-
     nothing = "" if any_compared(res) else nothing_compared(doc)
     if nothing:  # one line, as `loadgen crossover` says it; the page and files are written all the same
         print(f"loadgen: error: {nothing}", file=sys.stderr)
@@ -208,31 +206,15 @@ def run(args) -> int:
 def _rate_report(doc: dict, out: Path, args, sources: list[Path]) -> int:
     """An open-loop run's report: rates.json (a fresh one beside run.json, or the one in ``sources`` that
     --out copies along, kept; else made again with its SLOs), its terminal tables and its page."""
-    from loadgen.cli.rates import tables
     from loadgen.report.rates import rate_results
 
     for src in sources:
         if src.exists() and not (out / "rates.json").exists():
             shutil.copyfile(src, out / "rates.json")
     res = rate_results(out, doc, confidence=args.confidence, force=args.reanalyse)
-    print(tables(res))
+    print(rate_tables(res))
     written = [out / "rates.json", out / "run.csv"] + ([out / "run.json"] if sources else [])
     if not args.no_html:
         written.insert(0, render(out, doc=doc, res=res, png=not args.no_png))
     print("loadgen: wrote " + ", ".join(map(str, written)), file=sys.stderr)
     return 0
-
-
-def summary_text(doc: dict, res: dict, metric: str | None = None, verbose: bool = False) -> str:
-    """The terminal version of the report: the answer per workload, its table, the flags once."""
-    from loadgen.cli.crossover import crossover_tables
-
-    metric = metric or res.get("decides", PRIMARY)
-    lines = [f"{res['baseline']} vs {res['spec']}"]
-    hint = sglang_hint(doc, res)
-    if hint:
-        lines.append(f"  {hint}")
-    if not any(metric in per for per in res["workloads"].values()):
-        lines.append(f"\n(no workload has {metric} measured by both targets)")
-    lines.append(crossover_tables(res, metric, doc=doc, verbose=verbose))
-    return "\n".join(lines)

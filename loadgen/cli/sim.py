@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from loadgen.errors import LoadgenError
-from loadgen.sim import calibrate, model, profiles, prom
+from loadgen.sim import calibrate, profiles, prom
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -92,28 +92,12 @@ def _concurrencies(text: str) -> list[int]:
     return out
 
 
-def print_expected(prof: profiles.Profile, concurrencies: list[int], kw: dict, adaptive: bool) -> None:
-    """One column per mode of the profile (``adaptive``: --speculative-adaptive, for spec), then spec/base."""
-    print(f"profile {prof.name}: expected aggregate output tok/s (time-scale 1), "
-          f"{kw['prompt_tokens']}-token prompts, {kw['output_tokens']} output tokens")  # fmt: skip
-    modes = prof.modes()
-    width = max(10, *(len(m) for m in modes))
-    print(f"{'C':>6}" + "".join(f" {m:>{width}}" for m in modes) + f" {'spec/base':>10}")
-    for c in concurrencies:
-        row = {m: model.expected_throughput(prof, m, c, adaptive=adaptive and m == "spec", **kw) for m in modes}
-        print(f"{c:>6}" + "".join(f" {row[m]:>{width}.1f}" for m in modes)
-              + f" {row['spec'] / row['baseline']:>10.3f}")  # fmt: skip
-    cross = model.true_crossovers(prof, **kw)
-    if not cross:
-        print("true crossover: none (one mode wins at every concurrency up to 512)")
-    for x in cross:
-        side = "spec wins above" if x.spec_wins_above else "spec loses above"
-        print(f"true crossover: C = {x.concurrency:.1f} ({side})")
-
-
 def run(args: argparse.Namespace) -> int:
     prof, mode = _profile(args, resolve=args.fit is None and args.expect is None)
     kw = dict(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, accept=args.accept)
+    if args.fit is not None or args.expect is not None:
+        # the tables only: serving the simulator imports nothing of the analysis (0.22 s more to start, measured)
+        from loadgen.report.terminal import expected_table
     if args.fit is not None:
         try:
             rows = calibrate.read_table(args.fit.read_text(encoding="utf-8"))
@@ -122,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
         fitted, worst = calibrate.fit(prof, rows, **kw)
         print(calibrate.cost_toml(fitted))
         print(f"# worst relative error over the table: {worst:.1%}")
-        print_expected(fitted, [r.concurrency for r in rows], kw, False)
+        print(expected_table(fitted, [r.concurrency for r in rows], kw, False))
         return 0
     if args.expect is not None:
-        print_expected(prof, _concurrencies(args.expect), kw, args.speculative_adaptive)
+        print(expected_table(prof, _concurrencies(args.expect), kw, args.speculative_adaptive))
         return 0
     if args.time_scale <= 0:
         raise LoadgenError("--time-scale must be > 0")

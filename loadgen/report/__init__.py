@@ -2,7 +2,9 @@
 
 In: a run's stages and its analysis. Out: the HTML report (``html``: the page, built from
 ``inputs`` → ``words`` → ``figures`` / ``htmltables`` → ``sections`` / ``cards``, with its
-fixed text in ``templates/``), its charts as SVG and PNG (``charts``), and the plain-text
-stage table printed at the terminal (``table``). Against the embedded simulators, ``ratetruth`` sets
-the simulator's own rate crossovers, capacities and saturations beside what a rate run reported.
+fixed text in ``templates/``), its charts as SVG and PNG (``charts``), and the plain text the
+commands print at the terminal: the answer's tables, verdicts and flags (``terminal``: crossover,
+three or more configurations, open loop, a simulator profile's expected table) and the stage table
+(``table``). Against the embedded simulators, ``ratetruth`` sets the simulator's own rate crossovers,
+capacities and saturations beside what a rate run reported. The fronts in ``loadgen/cli`` only print these.
 """

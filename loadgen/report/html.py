@@ -10,7 +10,7 @@ run (stages with a ``rate``, or a ``rates.json``) gets its page from ``rates.py`
 
 The analysis is read typed: crossover.json (or the dict a caller hands in) becomes a
 :class:`~loadgen.analysis.compare.RunAnalysis` once, in :func:`render`, and every piece below
-reads its attributes. The page follows the terminal's order (loadgen/cli/crossover.py): the
+reads its attributes. The page follows the terminal's order (loadgen/report/terminal.py): the
 decision first (the top card: per workload the deciding metric's finding — output throughput, or
 goodput with SLOs, ``RunAnalysis.decides`` — with its chip; then the flags), then one section per
 workload (decision, why, and the detail collapsed: ``sections.py``), then the run card.

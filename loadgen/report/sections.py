@@ -4,7 +4,7 @@ In: the run's analysis (:class:`~loadgen.analysis.compare.RunAnalysis`, ``ra``),
 slices (target → C → Slice). Out: a :class:`Section` — the link for the sticky workload bar, the section's
 HTML (template ``templates/workload.html``, or ``workload-configs.html`` for three or more configurations)
 and the five charts that also become PNGs. The page (``html.py``) puts the sections in order; this module
-lays out one, in the terminal's order (loadgen/cli/crossover.py, crossover_tables):
+lays out one, in the terminal's order (loadgen/report/terminal.py, crossover_tables):
 
 1. *decision*: the deciding metric's finding (``ra.decides``: output throughput, or goodput with SLOs) with
    its chip, the simulator's own crossover beside it (on the simulators), the stages not compared and why;

@@ -14,7 +14,7 @@ import pytest
 from loadgen.analysis.compare import BY_NAME, DECIDES, analyze_run
 from loadgen.analysis.crossover import analyze
 from loadgen.analysis.verdict import verdict
-from loadgen.cli.crossover import crossover_tables
+from loadgen.report.terminal import crossover_tables
 from tests.analysis.test_api import ladder_with
 from tests.analysis.test_serverview import block, gauge
 from tests.report.synth import run_doc

@@ -12,7 +12,7 @@ import pytest
 
 from loadgen.analysis.compare import analyze_run
 from loadgen.analysis.coverage import not_comparable
-from loadgen.cli.crossover import crossover_tables
+from loadgen.report.terminal import crossover_tables
 
 DATA = Path(__file__).parent / "data" / "h200-llamacpp-run.json.gz"
 

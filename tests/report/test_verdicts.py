@@ -7,9 +7,8 @@ import orjson
 import pytest
 
 from loadgen.analysis.compare import analyze_run
-from loadgen.cli.crossover import crossover_tables
 from loadgen.report.html import render
-from loadgen.cli.report import summary_text
+from loadgen.report.terminal import crossover_tables, summary_text
 from tests.report.synth import CLIENT_ADVICE, cut_run_doc, run_doc, write_run
 
 

@@ -1,0 +1,261 @@
+"""The terminal's text: what ``loadgen crossover``, ``loadgen report``, ``loadgen capacity`` and ``loadgen sim``
+print as their answer.
+
+In: an analysed run as its JSON dicts (crossover.json's, rates.json's) and, for the flags, its run document;
+a simulator profile. Out: plain text, for the fronts in loadgen/cli to print: ``crossover_tables`` (two
+configurations: per workload the deciding metric's table, its verdict, a latency metric's where it leans the
+other way, the simulator's own crossover, then every compared stage's flags once), ``configs_tables`` (three or
+more: each one's mean per C, the best, the policy), ``summary_text`` (``loadgen report``'s: the pair, then those),
+``rate_tables`` (an open loop along the rate axis, its saturation and capacities), ``expected_table`` (a
+profile's expected throughput); ``any_compared`` says whether there is a table to print at all. The stage table
+of ``loadgen run`` is ``table``'s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
+from loadgen.analysis.compare import MetricResult
+from loadgen.analysis.engineterms import Translation
+from loadgen.analysis.rates import RATE_METRICS
+from loadgen.report.inputs import PRIMARY, slices
+from loadgen.report.words import finding, leans_against, sglang_hint, winner_word
+
+if TYPE_CHECKING:
+    from loadgen.sim.profiles import Profile
+
+
+def any_compared(res: dict) -> bool:
+    """Whether some workload has a concurrency whose stages of two configurations both measured their load (their
+    metrics may still have too few samples: the tables say so); with three or more configurations, whether the
+    deciding metric was compared over them anywhere."""
+    if res.get("configs") and any(res.get("decides", PRIMARY) in per for per in res["configs"].values()):
+        return True
+    return any((cov or {}).get("compared") for cov in (res.get("coverage") or {}).values())
+
+
+def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:
+    """The answer in one screen: per workload the deciding metric's table (``metric``: another's), stages not
+    compared marked with why, its verdict, a latency metric's sentence only where it moves the other way, the
+    simulator's own crossover; then, given the run's ``doc``, every stage's flags once, whole, grouped by stage.
+    ``verbose``: every metric's verdict with what it rests on, as the report has them."""
+    from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
+
+    metric = metric or res.get("decides", PRIMARY)
+    if res.get("configs"):
+        return configs_tables(res, metric)
+    lines = []
+    for wl, per in res["workloads"].items():
+        cov = (res.get("coverage") or {}).get(wl, {})
+        if metric not in per:
+            if cov.get("status") == "not compared":
+                lines += _not_compared(res, wl)  # say so: an empty table would read as "no difference"
+            continue
+        m = per[metric]
+        a = m["analysis"]
+        lines.append(f"\nworkload {wl}: {m['label']} ({m['unit']}), {int(a['confidence'] * 100)} % intervals")
+        rows = {c["concurrency"]: [
+            str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
+            "-" if c["delta"] is None else f"{c['delta'] * 100:+.1f}",
+            "-" if c["ci_low"] is None else f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]", winner_word(c)]
+            for c in a["comparisons"]}
+        missing = {x["concurrency"]: x["why"] for x in cov.get("missing") or []}
+        for c in missing:
+            rows.setdefault(c, [str(c), "-", "-", "-", "-", "not compared"])
+        lines += _table([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
+                        + [rows[c] for c in sorted(rows)])
+        for c, why in sorted(missing.items()):
+            lines.append(f"  C={c} not compared: {why}")
+        if cov.get("cut"):
+            lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
+        deciding = MetricResult.from_dict(m)
+        lines.append(f"  → {m['recommendation'] if verbose else finding(deciding)}")
+        for name, other in per.items():
+            o = MetricResult.from_dict(other)
+            if name != metric and (verbose or leans_against(o, deciding)):
+                lines.append(f"  · {o.recommendation if verbose else finding(o)}")
+        for k in m.get("simulator_truth", []):
+            mark, text = verdict(k)
+            lines.append(f"  {mark} {text}")
+    if doc is not None:
+        compared = {wl: set((res.get("coverage") or {}).get(wl, {}).get("compared") or []) for wl in res["workloads"]}
+        lines += _flags_once(doc, compared)
+    return "\n".join(lines)
+
+
+def _flags_once(doc: dict, compared: dict[str, set[int]] | None = None) -> list[str]:
+    """Every flag of every stage, whole and once, one stage to a block (loadgen.report.inputs.slices); with
+    ``compared`` (workload → its compared concurrencies), only those stages': one not compared has its why on
+    its row (the H200 run's C=256 stages were 12 lines of flags beside that line)."""
+    lines, advice = [], {}
+    for wl, per_target in slices(doc).items():
+        for label, by_c in per_target.items():
+            for c, sl in sorted(by_c.items()):
+                if compared is not None and c not in compared.get(wl, set()):
+                    continue
+                texts = list(dict.fromkeys(text for _, text in sl.flags))
+                if not texts:
+                    continue
+                head = f"  {label} C={c} ({wl}): "
+                lines += [(head if i == 0 else " " * len(head)) + t for i, t in enumerate(texts)]
+                if any(k == "client" for k, _ in sl.flags):
+                    for st in sl.stages:  # the self-check's own advice (stage.ClientHealth), once per text
+                        tip = (st.get("client") or {}).get("advice")
+                        if tip and f"{label} C={c}" not in advice.setdefault(tip, []):
+                            advice[tip].append(f"{label} C={c}")
+    if not lines:
+        return []
+    out = ["\nflags:"] + lines
+    out += [f"  client-bound at {', '.join(who)}: {tip}" for tip, who in advice.items()]
+    return out
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    """The rows right-aligned in columns two spaces apart (the first row is the head)."""
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
+
+
+def _not_compared(res: dict, wl: str) -> list[str]:
+    cov = (res.get("coverage") or {}).get(wl, {})
+    return [f"\nworkload {wl}: NOT COMPARED", f"  • {cov.get('recommendation') or wl + ': not compared.'}"]
+
+
+def _pct(g: dict | None) -> str:
+    if not g or g.get("delta") is None:
+        return "-"
+    return f"{g['delta'] * 100:+.1f} [{g['ci_low'] * 100:+.1f}, {g['ci_high'] * 100:+.1f}]"
+
+
+def configs_tables(res: dict, metric: str = PRIMARY) -> str:
+    """The terminal view of three or more configurations: per workload, each one's mean at every C, the best
+    (or the tie), its lead over the runner-up with the joint interval, then the policy of every metric."""
+    from loadgen.sim.known import switch_verdict
+
+    lines = []
+    # the workloads in the analysis's order (a set's order would change from run to run)
+    for wl in [*res["workloads"], *(w for w in res["configs"] if w not in res["workloads"])]:
+        per = res["configs"].get(wl, {})
+        if metric not in per:
+            lines += _not_compared(res, wl)
+            continue
+        r = per[metric]
+        m = METRICS_BY_NAME[metric]
+        labels = [x for x in r["labels"] if x not in r.get("excluded", {})]
+        n = f"{len(labels)}" if len(labels) == len(r["labels"]) else f"{len(labels)} of {len(r['labels'])}"
+        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {n} configurations, "
+                     f"{int(round(r['confidence'] * 100))} % joint intervals (reference {r['reference']})")
+        rows = [["C", *labels, "best", "lead over runner-up %"]]
+        for a in r["at"]:
+            best = a["best"] or "tie: " + "/".join(a["leaders"])
+            lead = f"{_pct(a['lead'])} vs {a['runner_up']}" if a.get("lead") else "-"
+            rows.append([str(a["concurrency"]), *[f"{a['means'][x]:.1f}" if x in a["means"] else "-" for x in labels],
+                         best, lead])
+        lines += ["  " + x for x in _table(rows)]
+        for x in labels[1:]:  # every candidate against the reference, at the joint level
+            gaps = [(a["concurrency"], (a.get("vs_reference") or {}).get(x)) for a in r["at"]]
+            gaps = [(c, g) for c, g in gaps if g and g.get("delta") is not None]
+            if gaps:
+                lines.append(f"  {x} vs {r['reference']} (Δ %): " + ", ".join(f"C={c} {_pct(g)}" for c, g in gaps))
+        for name, text in res.get("policy", {}).get(wl, {}).items():
+            lines.append(f"  • {text}")
+            if name == metric and wl in (res.get("engine_terms") or {}):
+                lines += [f"      {x}" for x in Translation.from_dict(res["engine_terms"][wl]).lines()]
+        for x in r.get("adaptive", []):
+            gaps = [(a["concurrency"], a["shortfall"].get(x)) for a in r["at"] if x in a["shortfall"]]
+            lines.append(f"  • {x} (adapts on its own) against the best of the others: "
+                         + ", ".join(f"C={c} {_pct(g)} %" for c, g in gaps))
+        for k in r.get("simulator_truth", []):
+            mark, text = switch_verdict(k)
+            lines.append(f"  {mark} {text}")
+    return "\n".join(lines)
+
+
+def summary_text(doc: dict, res: dict, metric: str | None = None, verbose: bool = False) -> str:
+    """The terminal version of the report: the answer per workload, its table, the flags once."""
+    metric = metric or res.get("decides", PRIMARY)
+    lines = [f"{res['baseline']} vs {res['spec']}"]
+    hint = sglang_hint(doc, res)
+    if hint:
+        lines.append(f"  {hint}")
+    if not any(metric in per for per in res["workloads"].values()):
+        lines.append(f"\n(no workload has {metric} measured by both targets)")
+    lines.append(crossover_tables(res, metric, doc=doc, verbose=verbose))
+    return "\n".join(lines)
+
+
+def _cell(v, nd=1) -> str:
+    """A rate table's cell: "-" for none, "inf", a float to ``nd`` places."""
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
+def _ruled(rows: list[list[str]]) -> list[str]:
+    """The rows right-aligned in columns two spaces apart, a rule of dashes under the head."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def rate_tables(d: dict) -> str:
+    """An open-loop run's answer (rates.json's dict, loadgen.analysis.rates.RateAnalysis.to_dict). Per workload:
+    each target's rates (offered, achieved, latencies from plan, lag, saturation), the
+    saturation intervals, each metric's verdict along the rate axis and the capacities."""
+    out: list[str] = []
+    for wl, points in d["points"].items():
+        out.append(f"\n== {wl}: open loop ==")
+        rows = [["target", "offered/s", "ended/s", "TTFT·plan p50", "TTFT·plan p99", "TPOT p50", "ITL p99",
+                 "E2E·plan p99", "goodput/s", "lag p99", "server"]]
+        for p in points:
+            f = p["figures"]
+            rows.append([p["target"], f"{p['rate']:.3g}", _cell(p["ended_per_s"], 2), _cell(f["ttft_planned_p50"]),
+                         _cell(f["ttft_planned_p99"]), _cell(f["tpot_p50"], 2), _cell(f["itl_p99"], 2),
+                         _cell(f["e2e_planned_p99"], 0), _cell(p["goodput_per_s"], 2), _cell(p["lag_p99_ms"], 2),
+                         ("SATURATED" if p["saturated"] else "keeps up") + (" LAG" if p["lag_flagged"] else "")])
+        out += _ruled(rows)
+        for x in d.get("left_out", {}).get(wl, []):
+            out.append(f"left out: {x['target']} at {x['rate']:.3g} req/s: {x['why']}")
+        out.append("saturation:")
+        out += [f"  • {s['words']}" for s in d["saturation"][wl].values()]
+        for cand, per in d["metrics"].get(wl, {}).items():
+            out.append(f"{cand} against {d['reference']}, along the rate axis:")
+            for name in RATE_METRICS:
+                if name in per:
+                    out.append(f"  • {per[name]['sentence']}")
+                    for t in per[name].get("simulator_truth", []):
+                        out.append(f"      {t['mark']} {t['words']}")
+        if d["capacity"].get(wl):
+            out.append("capacity: " + d["capacity_sentence"][wl])
+            for label, c in d["capacity"][wl].items():
+                out.append(f"  • {c['words']}" + (f"  [{c['truth_mark']} {c['truth_words']}]" if c.get("truth_words")
+                                                   else ""))
+    return "\n".join(out)
+
+
+def expected_table(prof: Profile, concurrencies: list[int], kw: dict, adaptive: bool) -> str:
+    """A simulator profile's expected aggregate tok/s (``loadgen sim --expect``/``--fit``): one column per mode of
+    the profile (``adaptive``: --speculative-adaptive, for spec), then spec/base, and its true crossovers."""
+    from loadgen.sim import model
+
+    lines = [f"profile {prof.name}: expected aggregate output tok/s (time-scale 1), "
+             f"{kw['prompt_tokens']}-token prompts, {kw['output_tokens']} output tokens"]  # fmt: skip
+    modes = prof.modes()
+    width = max(10, *(len(m) for m in modes))
+    lines.append(f"{'C':>6}" + "".join(f" {m:>{width}}" for m in modes) + f" {'spec/base':>10}")
+    for c in concurrencies:
+        row = {m: model.expected_throughput(prof, m, c, adaptive=adaptive and m == "spec", **kw) for m in modes}
+        lines.append(f"{c:>6}" + "".join(f" {row[m]:>{width}.1f}" for m in modes)
+                     + f" {row['spec'] / row['baseline']:>10.3f}")  # fmt: skip
+    cross = model.true_crossovers(prof, **kw)
+    if not cross:
+        lines.append("true crossover: none (one mode wins at every concurrency up to 512)")
+    for x in cross:
+        side = "spec wins above" if x.spec_wins_above else "spec loses above"
+        lines.append(f"true crossover: C = {x.concurrency:.1f} ({side})")
+    return "\n".join(lines)
