@@ -199,3 +199,43 @@ def test_the_lean_body_reader_hands_out_what_aiohttps_does(feeds, swap_after):
     want = _read_all(StreamReader, feeds, swap_after)
     got = _read_all(_EventStreamBody, feeds, swap_after)
     assert got == want
+
+
+def test_a_reader_that_starts_after_the_first_events_stamps_the_first_with_its_own_read():
+    """Events that arrive before the reader has taken its response (its task behind others: a wave of sends)
+    are a coalesced read: stamped with the first one's instant, as any coalesced read is, not the newest's."""
+    loop = new_event_loop()
+    sent: list[int] = []
+
+    async def handler(request):
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for k, fin, wait in ((1, b"null", 0.05), (2, b"null", 0.05), (3, b'{"type":"length"}', 0.15)):
+            await asyncio.sleep(wait)  # the last after the reader has started: the stream is still open then
+            await resp.write(EV % (k, fin))
+            sent.append(time.perf_counter_ns())
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    class LateReader(StreamClient):
+        async def _send(self, payload, rec):
+            got = await super()._send(payload, rec)
+            await asyncio.sleep(0.15)  # the loop reads both events meanwhile; this task takes them after
+            return got
+
+    runner, url = _serve(loop, handler)
+
+    async def go():
+        async with LateReader(url, get_protocol("sglang")) as c:
+            return await c.stream(GenRequest(workload="w", prompt="x", max_tokens=3), "r")
+
+    try:
+        rec = loop.run_until_complete(go())
+    finally:
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+    assert rec.ok and list(rec.chunk_tokens) == [1, 1, 1]
+    assert abs(rec.chunk_ns[0] - sent[0]) < 3_000_000, (rec.chunk_ns[0] - sent[0]) / 1e6
+    assert rec.chunk_ns[1] == rec.chunk_ns[0] and rec.coalesced_reads == 1
+    assert abs(rec.chunk_ns[2] - sent[2]) < 3_000_000, (rec.chunk_ns[2] - sent[2]) / 1e6
