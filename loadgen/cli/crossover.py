@@ -20,6 +20,7 @@ from loadgen.analysis.crossover import MetricAnalysis, refine_plan
 from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
+from loadgen.report.inputs import PRIMARY
 from loadgen.report.terminal import any_compared, crossover_tables
 from loadgen.run.orchestrate import ServerCommand
 from loadgen.run.ramp import RampPlan, log, run_ramp
@@ -29,8 +30,6 @@ from loadgen.settings import flags
 from loadgen.settings import knobs as K
 from loadgen.settings import parse, recorded
 from loadgen.sim import profiles
-
-PRIMARY = "output_tokens_per_s"
 
 
 def register(p: argparse.ArgumentParser) -> None:

@@ -61,12 +61,20 @@ def open_table(stages: list[dict]) -> str:
     return out + ("\n" + "\n".join(sat_notes) if sat_notes else "")
 
 
+def aligned(rows: list[list[str]], rule: bool = True) -> list[str]:
+    """The rows right-aligned in columns two spaces apart (the first row is the head), with a rule of dashes
+    under the head unless ``rule`` is False: every table the terminal prints."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def _layout(rows: list[list[str]], stages: list[dict]) -> str:
     from loadgen.analysis.compare import cut_words
 
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = aligned(rows)
     notes = []
     for d in stages:
         for reason in d["client"]["reasons"]:

@@ -21,6 +21,7 @@ from loadgen.analysis.compare import MetricResult
 from loadgen.analysis.engineterms import Translation
 from loadgen.analysis.rates import RATE_METRICS
 from loadgen.report.inputs import PRIMARY, slices
+from loadgen.report.table import aligned
 from loadgen.report.words import finding, leans_against, sglang_hint, winner_word
 
 if TYPE_CHECKING:
@@ -64,8 +65,8 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
         missing = {x["concurrency"]: x["why"] for x in cov.get("missing") or []}
         for c in missing:
             rows.setdefault(c, [str(c), "-", "-", "-", "-", "not compared"])
-        lines += _table([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
-                        + [rows[c] for c in sorted(rows)])
+        lines += aligned([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
+                         + [rows[c] for c in sorted(rows)], rule=False)
         for c, why in sorted(missing.items()):
             lines.append(f"  C={c} not compared: {why}")
         if cov.get("cut"):
@@ -112,12 +113,6 @@ def _flags_once(doc: dict, compared: dict[str, set[int]] | None = None) -> list[
     return out
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    """The rows right-aligned in columns two spaces apart (the first row is the head)."""
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(v.rjust(wi) for v, wi in zip(r, w)) for r in rows]
-
-
 def _not_compared(res: dict, wl: str) -> list[str]:
     cov = (res.get("coverage") or {}).get(wl, {})
     return [f"\nworkload {wl}: NOT COMPARED", f"  • {cov.get('recommendation') or wl + ': not compared.'}"]
@@ -153,7 +148,7 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
             lead = f"{_pct(a['lead'])} vs {a['runner_up']}" if a.get("lead") else "-"
             rows.append([str(a["concurrency"]), *[f"{a['means'][x]:.1f}" if x in a["means"] else "-" for x in labels],
                          best, lead])
-        lines += ["  " + x for x in _table(rows)]
+        lines += ["  " + x for x in aligned(rows, rule=False)]
         for x in labels[1:]:  # every candidate against the reference, at the joint level
             gaps = [(a["concurrency"], (a.get("vs_reference") or {}).get(x)) for a in r["at"]]
             gaps = [(c, g) for c, g in gaps if g and g.get("delta") is not None]
@@ -195,14 +190,6 @@ def _cell(v, nd=1) -> str:
     return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
 
-def _ruled(rows: list[list[str]]) -> list[str]:
-    """The rows right-aligned in columns two spaces apart, a rule of dashes under the head."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
-
-
 def rate_tables(d: dict) -> str:
     """An open-loop run's answer (rates.json's dict, loadgen.analysis.rates.RateAnalysis.to_dict). Per workload:
     each target's rates (offered, achieved, latencies from plan, lag, saturation), the
@@ -218,7 +205,7 @@ def rate_tables(d: dict) -> str:
                          _cell(f["ttft_planned_p99"]), _cell(f["tpot_p50"], 2), _cell(f["itl_p99"], 2),
                          _cell(f["e2e_planned_p99"], 0), _cell(p["goodput_per_s"], 2), _cell(p["lag_p99_ms"], 2),
                          ("SATURATED" if p["saturated"] else "keeps up") + (" LAG" if p["lag_flagged"] else "")])
-        out += _ruled(rows)
+        out += aligned(rows)
         for x in d.get("left_out", {}).get(wl, []):
             out.append(f"left out: {x['target']} at {x['rate']:.3g} req/s: {x['why']}")
         out.append("saturation:")

@@ -17,7 +17,6 @@ here is given back in wall units, what loadgen measures against a scaled simulat
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from dataclasses import dataclass
