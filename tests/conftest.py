@@ -116,6 +116,17 @@ def _no_process(item: pytest.Item):
         patch.undo()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """matplotlib's first import on a machine lists its fonts with fc-list (a process) to build its cache
+    (~/.cache/matplotlib): done here, before any test, so a fast-tier report test on a fresh machine draws
+    its PNG charts instead of failing as a test that starts a process (22 did, on a new host)."""
+    with contextlib.suppress(ImportError):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.font_manager  # noqa: F401
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
     with _no_process(item):
