@@ -21,24 +21,25 @@ from loadgen.analysis.rates import RateAnalysis, parse_slos, rate_analysis
 from loadgen.report.terminal import rate_tables
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter
+from loadgen.settings.knobs import Settings
 
 
 def log(msg: str) -> None:
     print(f"loadgen: {msg}", file=sys.stderr, flush=True)
 
 
-def analyse(doc: dict, args) -> RateAnalysis:
+def analyse(doc: dict, s: Settings) -> RateAnalysis:
     labels, _ = configurations(doc)
-    slos = parse_slos(args.capacity) if getattr(args, "capacity", None) else []
-    return rate_analysis(doc, labels, confidence=args.confidence, slos=slos, seed=doc.get("run", {}).get("seed", 0))
+    slos = parse_slos(s.capacity) if s.capacity else []
+    return rate_analysis(doc, labels, confidence=s.confidence, slos=slos, seed=doc.get("run", {}).get("seed", 0))
 
 
-def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
+def search(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
     """Extra stages where a capacity is uncertain: per target, at the geometric middle of its interval,
     until the interval's high/low ≤ --capacity-width or the target's --capacity-budget is spent."""
-    left = {t.label: args.capacity_budget for t in plan.targets}
+    left = {t.label: s.capacity_budget for t in plan.targets}
     while True:
-        res = analyse(writer.doc(), args)
+        res = analyse(writer.doc(), s)
         todo: list[tuple[str, float, str]] = []
         for wl, per in res.capacity.items():
             for label, cap in per.items():
@@ -46,7 +47,7 @@ def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
                     continue
                 mine = [p for p in res.points.get(wl, []) if p.target == label]
                 sat = res.saturation.get(wl, {}).get(label)
-                nxt = next_rate(cap, [p.rate for p in mine], args.capacity_width,
+                nxt = next_rate(cap, [p.rate for p in mine], s.capacity_width,
                                 ceiling=sat.at if sat is not None else None,
                                 used=[r["rate"] for r in cap.measured])
                 if nxt is not None:
@@ -60,7 +61,7 @@ def search(plan: RampPlan, writer: ResultsWriter, args) -> None:
             left[label] -= 1
 
 
-def refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
+def refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
     """--refine on the rate axis: both targets at the geometric middle of the gap that holds a rate
     crossover's interval (it ends at measured rates: loadgen.analysis.locate), widest first, until each
     is within --refine-width or --refine-budget rates are spent. The added rates place crossovers; only
@@ -68,15 +69,15 @@ def refine(plan: RampPlan, writer: ResultsWriter, args) -> None:
     from loadgen.analysis.crossover import MetricAnalysis
     from loadgen.analysis.refine import refine_rates
 
-    budget = args.refine_budget
+    budget = s.refine_budget
     while budget > 0:
-        res = analyse(writer.doc(), args)
+        res = analyse(writer.doc(), s)
         todo: list[tuple[str, float]] = []
         for wl, per_cand in res.metrics.items():
             for per in per_cand.values():
                 for m in per.values():
                     a = MetricAnalysis.from_dict(m["analysis"])
-                    todo += [(wl, r) for r in refine_rates(a, args.refine_width, budget) if (wl, r) not in todo]
+                    todo += [(wl, r) for r in refine_rates(a, s.refine_width, budget) if (wl, r) not in todo]
         todo = todo[:budget]
         if not todo:
             return
@@ -128,8 +129,8 @@ def next_rate(cap, measured: list[float], width: float, ceiling: float | None = 
     return r
 
 
-def report(doc: dict, out: Path, args) -> int:
-    res = analyse(doc, args)
+def report(doc: dict, out: Path, s: Settings) -> int:
+    res = analyse(doc, s)
     d = res.to_dict()
     sim = doc.get("run", {}).get("simulator")
     if sim and "seed" in sim:
@@ -142,7 +143,7 @@ def report(doc: dict, out: Path, args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "rates.json").write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
     print(rate_tables(d))
-    if not getattr(args, "no_report", False):
+    if not s.no_report:
         from loadgen.report.html import render
 
         log(f"report: {render(out, doc=doc, res=d)}")

@@ -39,6 +39,7 @@ from loadgen.settings.parse import LABEL
 from loadgen.settings.parse import arrival as parse_arrival
 from loadgen.settings.parse import duration as parse_duration
 from loadgen.settings.parse import rates as parse_rates
+from loadgen.stage.result import Slo
 
 
 @dataclass
@@ -466,6 +467,22 @@ def with_overrides(cfg: RampConfig, **cli: Any) -> RampConfig:
     if given("requests") and not given("duration"):
         cfg.duration_s = None  # a window closed by its request count only
     return cfg
+
+
+def overlay(s: K.Settings, cfg: RampConfig, defaults: K.Settings, front: str) -> None:
+    """``loadgen crossover --config``: each of ``front``'s knobs with a TOML key that the flags left at its
+    default (``defaults``, typed) takes the config's value, already checked and typed by :func:`parse`."""
+    for name, k in K.knobs(front):
+        if not (k.toml and k.from_config) or getattr(s, name) != getattr(defaults, name):
+            continue
+        if k.toml == "slo":
+            if cfg.slo:
+                s.slo = Slo(**cfg.slo)
+            continue
+        v = get(cfg, k.attr)
+        if v is None or (k.check == "modes" and tuple(v) == SimConf().modes):
+            continue  # the default pair of modes is no choice of the file's: the flag's default stays
+        setattr(s, name, list(v) if k.check in ("ladder", "rates") else v)
 
 
 def check_url(key: str, v: Any) -> str:

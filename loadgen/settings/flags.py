@@ -110,3 +110,8 @@ def typed(args: argparse.Namespace, front: str) -> Settings:
             v = k.parse(v, k.flag)
         setattr(s, name, v)
     return s
+
+
+def typed_defaults(front: str) -> Settings:
+    """``front``'s defaults, typed: what a knob left alone reads as (to tell it from one given)."""
+    return typed(argparse.Namespace(**defaults(front)), front)

@@ -93,8 +93,6 @@ def test_the_flags_a_run_recorded_under_an_old_name_read_as_its_flag():
 def test_a_toml_key_and_its_crossover_flag_set_the_same_setting(tmp_path):
     """`loadgen crossover --config` fills every flag left alone that has a TOML key; the same values as flags
     give the same typed settings."""
-    from loadgen.cli import crossover
-
     given = [(n, k) for n, k in K.knobs("crossover") if k.toml and k.from_config]
     assert {n for n, _ in given} >= {"ladder", "warmup", "duration", "requests", "seed", "workload", "max_tokens",
                                      "prompt_tokens", "ignore_eos", "tokenizer", "read_timeout", "loop",
@@ -104,9 +102,8 @@ def test_a_toml_key_and_its_crossover_flag_set_the_same_setting(tmp_path):
                     'workload = "code"\nmax_tokens = 40\nprompt_tokens = "uniform:10,20"\nignore_eos = true\n'
                     'tokenizer = "tok.json"\nread_timeout = "50s"\nloop = "stamping"\nmax_stage_time = "2m"\n'
                     'max_run_time = "1h"\n[slo]\nttft_ms = 500\n[simulator]\nprofile = "fast"\ntime_scale = 2.5\n')
-    args = cli_parser("crossover").parse_args(["--config", str(toml)])
-    crossover.apply_config(args, str(toml), flags.defaults("crossover"))
-    from_toml = flags.typed(args, "crossover")
+    from_toml = flags.typed(cli_parser("crossover").parse_args(["--config", str(toml)]), "crossover")
+    cfgmod.overlay(from_toml, cfgmod.load(toml), flags.typed_defaults("crossover"), "crossover")
     by_flags = flags.typed(cli_parser("crossover").parse_args([
         "--ladder", "1,3", "--warmup", "3s", "--duration", "7s", "--requests", "9", "--seed", "4", "--workload", "code",
         "--max-tokens", "40", "--prompt-tokens", "uniform:10,20", "--ignore-eos", "--tokenizer", "tok.json",
