@@ -332,12 +332,18 @@ def rate_sentence(label: str, a, ref: str, cand: str) -> str:
         return f"{label}: " + "; ".join(parts) + "."
     wins = {c.family_verdict or c.verdict for c in a.comparisons}
     rates = sorted(c.concurrency for c in a.comparisons)
-    span = f"{fmt_rate(rates[0])}–{fmt_rate(rates[-1])} req/s" if rates else "no rate"
+    # "compared", not "measured": a rate whose stages were not comparable is in no comparison (a ladder
+    # of 2 and 5 req/s compared at 5 alone read "at every rate measured (5–5 req/s)")
+    if len(rates) > 1:
+        every, span = "every rate compared", f"{fmt_rate(rates[0])}–{fmt_rate(rates[-1])} req/s"
+    else:
+        every, span = "the one rate compared", f"{fmt_rate(rates[0])} req/s" if rates else "no rate"
     named = {"spec": cand, "baseline": ref}
     if wins == {"spec"} or wins == {"baseline"}:
-        return f"{label}: {named[wins.pop()]} is better at every rate measured ({span})."
+        return f"{label}: {named[wins.pop()]} is better at {every} ({span})."
     if wins <= {"tie", "inconclusive", "not compared"}:
-        return f"{label}: {ref} and {cand} are not told apart at any rate measured ({span})."
+        where = "any rate compared" if len(rates) > 1 else every
+        return f"{label}: {ref} and {cand} are not told apart at {where} ({span})."
     one = wins - {"tie", "inconclusive", "not compared"}
     if len(one) == 1:
         w = one.pop()
