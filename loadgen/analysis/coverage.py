@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from loadgen.analysis.results import NOT_COMPARED
 from loadgen.analysis.verdict import Scope
 from loadgen.errors import LoadgenError
+from loadgen.stage.load import planned_value
 
 
 def window_whole(s: dict) -> bool:
@@ -104,8 +105,8 @@ def planned_stages(doc: dict, base: str, spec: str) -> list[tuple[str, int, str]
     run = doc.get("run", {})
     ps = run.get("planned_stages")
     if isinstance(ps, list):
-        return [(str(p["workload"]), int(p["concurrency"]), str(p["target"])) for p in ps
-                if isinstance(p, dict) and {"workload", "concurrency", "target"} <= p.keys()]
+        return [(str(p["workload"]), planned_value(p), str(p["target"])) for p in ps
+                if isinstance(p, dict) and {"workload", "target"} <= p.keys() and planned_value(p) is not None]
     ladder, wls = run.get("ladder"), run.get("workloads") or ([run["workload"]] if run.get("workload") else None)
     if ladder and wls:
         return [(str(w), int(c), t) for w in wls for c in ladder for t in (base, spec)]

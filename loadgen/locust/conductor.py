@@ -81,12 +81,12 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
         open_kw = {"arrival": getattr(cfg, "arrival", None) or "poisson",
                    "max_lag_ms": float(getattr(cfg, "max_dispatch_lag_ms", None) or 10.0)}
     plans = []
-    for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload]):
+    for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency"):
         if rates:
-            open_kw["rate"] = float(slot.concurrency)  # the ladder's value is the rate
+            open_kw["rate"] = float(slot.value)
         plans.append(StagePlan(
             index=slot.index, step=slot.step, target=slot.target.as_dict(),
-            concurrency=cap if rates else slot.concurrency,
+            concurrency=cap if rates else slot.value,
             warmup_s=cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
             max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
             prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,

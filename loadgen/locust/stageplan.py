@@ -17,6 +17,7 @@ from loadgen.client.stream import Timeouts
 from loadgen.request import GenRequest
 from loadgen.run.order import fixed_spec
 from loadgen.run.spec import StageSpec
+from loadgen.stage.load import LoadPoint
 from loadgen.stage.result import Slo
 from loadgen.client.target import Target
 
@@ -74,9 +75,14 @@ class StagePlan:
         return self.rate is not None
 
     @property
+    def load(self) -> LoadPoint:
+        """Where the stage sits on its ladder: its rate (open loop) or its concurrency."""
+        return LoadPoint("rate", self.rate) if self.rate is not None else LoadPoint("concurrency", self.concurrency)
+
+    @property
     def load_words(self) -> str:
         """How the stage's place on the ladder is said in logs: "C=4" or "rate=2/s"."""
-        return f"rate={self.rate:g}/s" if self.rate is not None else f"C={self.concurrency}"
+        return self.load.words()
 
     @property
     def label(self) -> str:

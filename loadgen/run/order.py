@@ -26,6 +26,7 @@ from typing import Generic, Sequence, TypeVar
 
 from loadgen.errors import LoadgenError
 from loadgen.run.spec import StageSpec
+from loadgen.stage.load import LoadPoint
 from loadgen.timing.arrivals import Replay, arrivals
 
 T = TypeVar("T")
@@ -38,9 +39,14 @@ class Slot(Generic[T]):
     step: int
     """Position in the ladder: every target's stage at one concurrency shares it."""
     workload: str
-    concurrency: int
-    """The ladder's value: a concurrency, or in an open-loop ladder a rate (req/s) or a trace's speed."""
+    load: LoadPoint
+    """The ladder's value and what it is: a concurrency, or in an open-loop ladder a rate (req/s) or a trace's
+    speed."""
     target: T
+
+    @property
+    def value(self):
+        return self.load.value
 
 
 def rotation(n: int) -> list[list[int]]:
@@ -63,8 +69,9 @@ def rotation(n: int) -> list[list[int]]:
     return rows
 
 
-def stage_order(targets: Sequence[T], ladder: Sequence[int], workloads: Sequence[str], *,
-                by_target: bool = False, extra: Sequence[tuple[str, int]] = ()) -> list[Slot[T]]:
+def stage_order(targets: Sequence[T], ladder: Sequence[float], workloads: Sequence[str], *,
+                by_target: bool = False, extra: Sequence[tuple[str, float]] = (),
+                axis: str = "concurrency") -> list[Slot[T]]:
     """The stages in the order they run: at each concurrency every target once, in :func:`rotation`'s order
     (A@1, B@1, A@2, B@2, … for two) per workload; ``by_target``: all of A, then B, then C.
 
@@ -81,7 +88,7 @@ def stage_order(targets: Sequence[T], ladder: Sequence[int], workloads: Sequence
     for j, (w, c) in enumerate(extra):
         order += [(ti, w, len(ladder) + j, c) for ti in rows[k % len(rows)]]
         k += 1
-    return [Slot(i, step, w, c, targets[ti]) for i, (ti, w, step, c) in enumerate(order)]
+    return [Slot(i, step, w, LoadPoint(axis, c), targets[ti]) for i, (ti, w, step, c) in enumerate(order)]
 
 
 @dataclass(frozen=True)
@@ -308,11 +315,11 @@ class Schedule:
              anywhere: str = "") -> StageSpec:
         s = self.slots[i]
         if self.open is not None:
-            return open_spec(self.open, s.concurrency, self.warmup_s,
-                             self.durations.guess(s.target.label, s.workload, s.concurrency, False, anywhere),
+            return open_spec(self.open, s.value, self.warmup_s,
+                             self.durations.guess(s.target.label, s.workload, s.value, False, anywhere),
                              duration_s=self.duration_s, requests=self.requests, max_stage_s=budget, budget_by=by)
-        return warmed_spec(s.concurrency, self.warmup_s, self.durations.guess(s.target.label, s.workload,
-                                                                              s.concurrency, scaled, anywhere),
+        return warmed_spec(s.value, self.warmup_s, self.durations.guess(s.target.label, s.workload,
+                                                                        s.value, scaled, anywhere),
                            duration_s=self.duration_s, requests=self.requests, adapt_window=self.adapt_window,
                            max_stage_s=budget, budget_by=by)
 
@@ -336,9 +343,9 @@ class Schedule:
         if this is not None and idx and idx[0] == first:  # the stage about to run, as it was actually planned
             low[0], mid[0], high[0] = this.estimate_s("low"), this.estimate_s(), this.estimate_s("high")
         known = all(self.durations.guess(self.slots[j].target.label, self.slots[j].workload,
-                                         self.slots[j].concurrency, anywhere="max") is not None for j in idx)
+                                         self.slots[j].value, anywhere="max") is not None for j in idx)
         mean = max(0.0, sum(o for _, o in self.overruns) / len(self.overruns)) if self.overruns else 0.0
-        extra = sum(self._allowance(self.slots[j].concurrency) for j in idx)
+        extra = sum(self._allowance(self.slots[j].value) for j in idx)
         return sum(low), sum(mid) + mean * len(idx), (sum(high) + extra if known else None)
 
     def left(self, first: int, this: StageSpec | None = None, remaining_s: float | None = None,
@@ -365,7 +372,7 @@ class Schedule:
         s = self.slots[i]
         if self.duration_s is None:  # a window of N requests: its length is not known in seconds
             return None
-        if self.durations.guess(s.target.label, s.workload, s.concurrency, anywhere="near") is None:
+        if self.durations.guess(s.target.label, s.workload, s.value, anywhere="near") is None:
             return None
         spec = self.spec(i, None, scaled=False, anywhere="near")
         return spec.estimate_s() - (spec.expected_request_s or 0.0) + 1.0  # the cool-down may be cut
@@ -378,7 +385,7 @@ class Schedule:
         need = self.need_s(i)
         if by != "max-run-time" or need is None or budget is None or budget >= need:
             return ""
-        if any(x.workload == s.workload and x.concurrency == s.concurrency for x in self.slots[:i]):
+        if any(x.workload == s.workload and x.value == s.value for x in self.slots[:i]):
             return ""
         return f"the run's budget leaves {budget:.0f} s for it, a steady window takes about {need:.0f} s (--max-run-time)"
 

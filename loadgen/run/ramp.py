@@ -69,11 +69,12 @@ class RampPlan:
     climb_past_saturation: bool = False
     """Open loop: go on to higher rates for a target after one of its stages saturated."""
 
-    def load_words(self, value) -> str:
-        """How a ladder value is said: "C=10", "rate=2.5/s", "trace x2"."""
+    @property
+    def axis(self) -> str:
+        """What the ladder's values are: "concurrency", "rate" (req/s) or "trace_speed"."""
         if self.open is None:
-            return f"C={value}"
-        return f"trace x{value:g}" if self.open.trace_times is not None else f"rate={value:.3g}/s"
+            return "concurrency"
+        return "trace_speed" if self.open.trace_times is not None else "rate"
 
     def load_of(self, value) -> float:
         """Where a stage at this ladder value sits on its ladder, as its dict says (stage_load): C, or the
@@ -83,11 +84,11 @@ class RampPlan:
     def stages(self) -> list[tuple[str, int, Target]]:
         """(workload, C, target) in the order they run (loadgen.run.order.stage_order): one server at a time
         when loadgen starts them."""
-        return [(s.workload, s.concurrency, s.target) for s in self.slots()]
+        return [(s.workload, s.value, s.target) for s in self.slots()]
 
     def slots(self, extra_stages: list[tuple[str, int]] | tuple = ()):
         return stage_order(self.targets, self.ladder, self.workloads, by_target=bool(self.commands),
-                           extra=extra_stages)
+                           extra=extra_stages, axis=self.axis)
 
 
 def log(msg: str) -> None:
@@ -119,7 +120,7 @@ class _Ramp:
         self.sources = {w: plan.make_source(w) for w in plan.workloads}
         self.slots = slots = plan.slots(extra_stages)
         planned = writer.run.setdefault("planned_stages", [])
-        planned += [{"workload": s.workload, "concurrency": s.concurrency, "target": s.target.label} for s in slots]
+        planned += [{"workload": s.workload, **s.load.as_dict(), "target": s.target.label} for s in slots]
         writer.run.setdefault("cut", None)
         self.durations = Durations()
         for d in writer.stages:  # refinement rounds: what earlier rounds measured
@@ -131,7 +132,7 @@ class _Ramp:
                               open=plan.open)
         self.index0 = len(writer.stages)
         self.t_start = time.monotonic()
-        self.saturation = Saturation(plan.load_words, plan.climb_past_saturation)
+        self.saturation = Saturation(plan.climb_past_saturation)
         self.budget = RunBudget(self.sched, plan.max_run_s, self.t_start)
         self.last: tuple[float, float, float] | None = None
         """(when the last stage began, its typical estimate as planned, its load): what each stage took beyond its
@@ -140,7 +141,7 @@ class _Ramp:
         high end of the range printed at 9 of them."""
 
     def _head(self, i: int, slot) -> str:
-        return f"[{i + 1}/{len(self.slots)}] {slot.target.label} {self.plan.load_words(slot.concurrency)} " \
+        return f"[{i + 1}/{len(self.slots)}] {slot.target.label} {slot.load.words()} " \
                f"workload={slot.workload}"
 
     def run(self) -> list[dict]:
@@ -169,7 +170,7 @@ class _Ramp:
         n = len(self.slots)
         decision = self.saturation.before(slot)
         if decision.action == "run":
-            kept = self.writer.take(slot.target.label, self.index0 + i, self.plan.load_of(slot.concurrency))
+            kept = self.writer.take(slot.target.label, self.index0 + i, self.plan.load_of(slot.value))
             if kept is not None:  # --resume: measured before the run was interrupted
                 log(f"{self._head(i, slot)}: kept from the interrupted run")
                 self._measured(kept, slot)
@@ -181,7 +182,7 @@ class _Ramp:
         if decision.action == "skip":
             log(f"{self._head(i, slot)}: not run, {decision.said}")
             self.writer.run.setdefault("not_run", []).append(
-                {"target": slot.target.label, "workload": slot.workload, "value": slot.concurrency,
+                {"target": slot.target.label, "workload": slot.workload, "value": slot.value,
                  "why": decision.why})
             return True
         self._measure(i, slot, decision)
@@ -208,7 +209,7 @@ class _Ramp:
         now = time.monotonic()
         if self.last is not None:
             sched.overruns.append((self.last[2], now - self.last[0] - self.last[1]))
-        self.last = (now, spec.estimate_s(), slot.concurrency)
+        self.last = (now, spec.estimate_s(), slot.value)
         skipped = self.budget.skipped(i)
         log(f"{self._head(i, slot)} (elapsed {fmt_s(now - self.t_start)}, {sched.left(i, spec, left_s, skipped)} left)")
         after_s = sched.after(i, self.budget.skipped(i + 1),
@@ -244,7 +245,7 @@ class _Ramp:
 
     def _try(self, i: int, slot, spec, after_s, watch):
         plan, target = self.plan, slot.target
-        line = ProgressLine(f"{target.label} {plan.load_words(slot.concurrency)}", after_s=after_s)
+        line = ProgressLine(f"{target.label} {slot.load.words()}", after_s=after_s)
         probe = (plan.window_probe(target) if plan.window_probe is not None
                  else watch_for(target, self.servers.get(target.label), plan.server_metrics_interval))
         try:
@@ -279,7 +280,7 @@ class _Ramp:
             log(f"    note: {note}")
         self.done.append(d)
         if d["e2e"].get("p50") and not d.get("incomplete"):
-            self.durations.add(d["target"], slot.workload, slot.concurrency, d["e2e"]["p50"] / 1000)
+            self.durations.add(d["target"], slot.workload, slot.value, d["e2e"]["p50"] / 1000)
 
 
 def _annotate(res, target: Target, probed: dict | None, clock0, reset: dict | None, retried: dict | None) -> None:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from loadgen.run.order import Schedule, Slot
+from loadgen.stage.load import LoadPoint
 from loadgen.stage.saturation import saturation
 
 
@@ -36,18 +37,18 @@ RUN = Decision("run")
 
 
 class Saturation:
-    """Open loop: (target, workload) → the value where it saturated and why; higher values are not run."""
+    """Open loop: (target, workload) → the load where it saturated and why; higher loads are not run."""
 
-    def __init__(self, load_words, climb: bool) -> None:
-        self.load_words, self.climb = load_words, climb
-        self.at: dict[tuple[str, str], tuple[float, str]] = {}
+    def __init__(self, climb: bool) -> None:
+        self.climb = climb
+        self.at: dict[tuple[str, str], tuple[LoadPoint, str]] = {}
 
     def before(self, slot: Slot) -> Decision:
         sat = self.at.get((slot.target.label, slot.workload))
-        if sat is None or slot.concurrency <= sat[0] or self.climb:
+        if sat is None or slot.value <= sat[0].value or self.climb:
             return RUN
-        return Decision("skip", why=f"saturated at {sat[0]:g}",
-                        said=f"the server saturated at {self.load_words(sat[0])} ({sat[1]})")
+        return Decision("skip", why=f"saturated at {sat[0].value:g}",
+                        said=f"the server saturated at {sat[0].words()} ({sat[1]})")
 
     def measured(self, d: dict, slot: Slot) -> str:
         """Learn from an open-loop stage; its line (offered, ended, dispatch lag, SATURATED)."""
@@ -55,8 +56,8 @@ class Saturation:
         lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
         verdict = saturation(d)
         if verdict.saturated:
-            self.at.setdefault((slot.target.label, slot.workload), (slot.concurrency, verdict.why))
-        return (f"offered {ol.get('rate', slot.concurrency):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s "
+            self.at.setdefault((slot.target.label, slot.workload), (slot.load, verdict.why))
+        return (f"offered {ol.get('rate', slot.value):.3g} req/s, ended {verdict.ended_per_s or 0:.3g} req/s "
                 f"in the window; dispatch lag p99 {lag if lag is not None else float('nan'):.2f} ms"
                 + (f"; SATURATED: {verdict.why}" if verdict.saturated else ""))
 
@@ -78,10 +79,10 @@ class RunBudget:
     def skipped(self, i: int) -> frozenset[int]:
         slots = self.sched.slots
         return frozenset(j for j in range(i, len(slots))
-                         if (slots[j].workload, slots[j].concurrency) in self.unaffordable)
+                         if (slots[j].workload, slots[j].value) in self.unaffordable)
 
     def before(self, i: int, slot: Slot) -> Decision:
-        key = (slot.workload, slot.concurrency)
+        key = (slot.workload, slot.value)
         why = self.unaffordable.get(key, "")
         if not why:
             given = self.sched.budget(i, self.left_s(), self.skipped(i))

@@ -6,5 +6,6 @@ client's own health readings. Out: a :class:`StageResult` — one HDR histogram 
 self-check — ready to be written, merged across processes and compared.
 
 - ``result``: the accumulator and the result types; ``timeline``: per-second bins;
-- ``selfcheck``: whether the client kept up (event-loop lag, CPU, stamp gaps).
+- ``selfcheck``: whether the client kept up (event-loop lag, CPU, stamp gaps);
+- ``load``: where a stage sits on its ladder, said as what it is (a concurrency, a rate, a trace's speed).
 """

@@ -39,6 +39,8 @@ def ladder(favoured_module, cli, tmp_path_factory):
 def test_every_stage_is_open_loop_on_one_schedule(ladder):
     doc = ladder["doc"]
     assert doc["run"]["open_loop"]["axis"] == "rate" and doc["run"]["open_loop"]["arrival"] == "poisson"
+    # the plan says what its values are: rates, not concurrencies
+    assert {tuple(sorted(p)) for p in doc["run"]["planned_stages"]} == {("rate", "target", "workload")}
     by = {}
     for s in doc["stages"]:
         ol = s["open_loop"]
@@ -115,7 +117,9 @@ def test_a_trace_replays(cli, tmp_path):
     p = cli("run", "--trace", "mooncake-small", "--trace-speed", "8", "--warmup", "0.5s", "--sim-time-scale", "5",
             "--out", str(out))
     assert p.returncode == 0, p.stderr[-3000:]
-    [s] = json.loads(out.read_text())["stages"]
+    doc = json.loads(out.read_text())
+    [s] = doc["stages"]
+    assert [p["trace_speed"] for p in doc["run"]["planned_stages"]] == [8.0]
     assert s["open_loop"]["planned"] == s["open_loop"]["sent"] == 162
     assert s["workloads"].keys() == {"trace:mooncake-small"} and s["requests"]["failed"] == 0
     assert s["requests"]["started"] > 100

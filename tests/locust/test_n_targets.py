@@ -33,7 +33,7 @@ def test_three_simulators_rotate_and_crossover_from_compares_three_configuration
     doc = results(folder)
     run, stages = doc["run"], doc["stages"]
     # The rotated order of run/order.stage_order: at C=4 the second row of the Williams design starts.
-    expected = [f"{s.target}@{s.concurrency}" for s in stage_order(MODES, [1, 4], ["chat"])]
+    expected = [f"{s.target}@{s.value}" for s in stage_order(MODES, [1, 4], ["chat"])]
     assert expected == ["baseline@1", "spec@1", "spec-topk4@1", "spec@4", "spec-topk4@4", "baseline@4"]
     assert run["order"] == expected
     assert [f"{s['target']}@{s['concurrency']}" for s in stages] == expected
@@ -68,7 +68,7 @@ def test_plans_of_three_targets_follow_stage_order_and_share_each_steps_prompts(
     plans = build_plans(cfg, cfg.targets, "r")
     order = stage_order(cfg.targets, cfg.ladder, [cfg.workload])
     assert [(p.label, p.concurrency, p.step, p.index) for p in plans] == [
-        (s.target.label, s.concurrency, s.step, s.index) for s in order]
+        (s.target.label, s.value, s.step, s.index) for s in order]
     assert [p.label for p in plans[:6]] == ["a", "b", "c", "b", "c", "a"]  # rotated, not a, b, c at every C
     firsts = {p.label for p in plans if p.index % 3 == 0}
     assert firsts == {"a", "b", "c"}  # every target runs first at some C

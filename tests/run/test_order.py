@@ -15,7 +15,7 @@ def _targets():
 def test_targets_alternate_at_each_concurrency_and_workload():
     a, b = _targets()
     slots = stage_order([a, b], [1, 4], ["chat", "code"])
-    assert [(s.workload, s.concurrency, s.target.label) for s in slots] == [
+    assert [(s.workload, s.value, s.target.label) for s in slots] == [
         ("chat", 1, "base"), ("chat", 1, "spec"), ("chat", 4, "base"), ("chat", 4, "spec"),
         ("code", 1, "base"), ("code", 1, "spec"), ("code", 4, "base"), ("code", 4, "spec")]
     assert [s.index for s in slots] == list(range(8))
@@ -25,7 +25,7 @@ def test_targets_alternate_at_each_concurrency_and_workload():
 def test_one_server_at_a_time_then_the_extra_stages_for_every_target():
     a, b = _targets()
     slots = stage_order([a, b], [1, 4], ["chat"], by_target=True, extra=[("chat", 2)])
-    assert [(s.concurrency, s.target.label) for s in slots] == [
+    assert [(s.value, s.target.label) for s in slots] == [
         (1, "base"), (4, "base"), (1, "spec"), (4, "spec"), (2, "base"), (2, "spec")]
     assert [s.step for s in slots][-2:] == [2, 2]
 
@@ -34,7 +34,7 @@ def test_the_ramp_plan_takes_its_stages_from_the_one_order():
     targets = _targets()
     plan = RampPlan(targets=targets, ladder=[1, 2], workloads=["chat"], make_source=lambda w: None,
                     opts=RunOptions())
-    assert plan.stages() == [(s.workload, s.concurrency, s.target) for s in stage_order(targets, [1, 2], ["chat"])]
+    assert plan.stages() == [(s.workload, s.value, s.target) for s in stage_order(targets, [1, 2], ["chat"])]
 
 
 def test_a_fixed_warmup_is_min_and_cap_at_once():
