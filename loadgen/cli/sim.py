@@ -26,7 +26,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-shape", choices=("step", "burst"), default="step",
                    help="step: one event per step with all its tokens (SGLang); burst: one event per token, "
                         "a step's tokens written back to back (llama.cpp's accepted drafts)")
-    p.add_argument("--metrics-flavour", choices=prom.METRICS_FLAVOURS, default="sglang",
+    p.add_argument("--metrics-flavour", choices=prom.METRICS_FLAVOURS, default=prom.METRICS_FLAVOURS[0],
                    help="whose /metrics names: sglang (counters move when a request ends; POST /flush_cache) or "
                         "vllm (vllm: names, counters move per step; POST /reset_prefix_cache)")
     p.add_argument("--speculative-algorithm", default=None, help="implies --mode spec")

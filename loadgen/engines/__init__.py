@@ -56,6 +56,12 @@ def by_owner(owners: set) -> str:
     return next((e.name for e in ENGINES.values() if e.probe.owned_by and e.probe.owned_by in owners), UNKNOWN)
 
 
+def closes_after_stream(server_header: str) -> bool:
+    """Whether a server whose ``Server`` header this is closes the connection after every stream (its engine's
+    ``closes_after_stream``): the client must not pool it."""
+    return any(e.closes_after_stream and server_header.startswith(e.closes_after_stream) for e in ENGINES.values())
+
+
 def with_metrics() -> str:
     """The engines whose /metrics loadgen reads, as a sentence names them: "SGLang, vLLM or llama.cpp"."""
     titles = [e.title or e.name for e in ENGINES.values() if e.metrics is not None]

@@ -172,6 +172,9 @@ class Engine:
     probe: Probe = field(default_factory=Probe)
     speculative: Callable[[Mapping], bool | None] = lambda server_info: None
     """Whether the server decodes speculatively, from the ``server_info`` its probe kept; None: it does not say."""
+    closes_after_stream: str = ""
+    """The ``Server`` header (its start) of a server that closes the connection right after every stream
+    without saying so: the client drops such a connection instead of pooling it ("" : keeps them)."""
     native_protocol: str = ""
     """The client protocol (client/protocols) speaking its own API ("" : none)."""
     spec_details: bool = False

@@ -34,6 +34,7 @@ from loadgen.errors import LoadgenError
 from loadgen.metrics import SLO_METRICS
 from loadgen.client.protocols import PROTOCOLS
 from loadgen.settings import knobs as K
+from loadgen.sim.prom import METRICS_FLAVOURS
 from loadgen.settings.knobs import Knob
 from loadgen.settings.parse import LABEL
 from loadgen.settings.parse import arrival as parse_arrival
@@ -68,8 +69,8 @@ class TargetConf:
 class SimConf:
     profile: str = K.SIM_PROFILE
     time_scale: float = K.SIM_TIME_SCALE
-    metrics_flavour: str = "sglang"
-    """Whose /metrics names the simulator exports: "sglang" or "vllm"."""
+    metrics_flavour: str = METRICS_FLAVOURS[0]
+    """Whose /metrics names the simulator exports: one of sim/prom.py's METRICS_FLAVOURS (engine names)."""
     faults: str | None = None
     """A ``loadgen sim --faults`` spec the simulators inject (docs/simulator.md, Faults); None: none."""
     seed: int = 0

@@ -359,7 +359,7 @@ class Settings:
         toml="simulator.time_scale", attr="simulator.time_scale", check="number", section="sim")
     sim_metrics_flavour: str | None = knob(
         "--sim-metrics-flavour", "names the embedded simulator's /metrics exports: sglang or vllm (default sglang)",
-        fronts=FRONTS, default="sglang", choices=METRICS_FLAVOURS, toml="simulator.metrics_flavour",
+        fronts=FRONTS, default=METRICS_FLAVOURS[0], choices=METRICS_FLAVOURS, toml="simulator.metrics_flavour",
         attr="simulator.metrics_flavour", check="choice", check_kw={"choices": METRICS_FLAVOURS}, section="sim")
     sim_faults: str | None = knob(
         "--sim-faults", "faults the embedded simulators inject, a loadgen sim --faults spec such as "

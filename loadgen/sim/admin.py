@@ -14,6 +14,7 @@ import uuid
 import orjson
 from aiohttp import web
 
+from loadgen.engines import sglang, vllm
 from loadgen.sim.promvllm import StepCounters
 from loadgen.sim.scheduler import now_ns
 from loadgen.sim.validate import Job
@@ -32,7 +33,7 @@ class AdminRoutes:
             "id": self.model_name,
             "object": "model",
             "created": int(self.started),
-            "owned_by": "sglang",
+            "owned_by": sglang.ENGINE.name,  # the simulator answers as SGLang does
             "root": self.model_name,
             "parent": None,
             "max_model_len": self.context_length,
@@ -206,7 +207,7 @@ class AdminRoutes:
     async def prometheus(self, request: web.Request) -> web.Response:
         s = self.scheduler
         load = self._load()
-        if self.vllm:
+        if self.per_step:
             text = self._vllm_page(load)
             return web.Response(text=text, content_type="text/plain", charset="utf-8",
                                 headers={"X-Prometheus-Format": "0.0.4"})  # fmt: skip
@@ -245,6 +246,10 @@ class AdminRoutes:
             model=self.model_name, running=load["num_running_reqs"], waiting=load["num_waiting_reqs"],
             kv_usage=load["token_usage"], steps=steps, positions=positions,
         )  # fmt: skip
+
+    def cache_reset_answers(self) -> dict:
+        """Each engine's cache-reset path (its table's) → how the simulator answers it as that engine does."""
+        return {sglang.ENGINE.reset.path: self.flush_cache, vllm.ENGINE.reset.path: self.reset_prefix_cache}
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """vLLM's POST /reset_prefix_cache (a dev route, VLLM_SERVER_DEV_MODE=1): 200 with no body;

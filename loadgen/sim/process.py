@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from loadgen.errors import LoadgenError
+from loadgen.sim.prom import METRICS_FLAVOURS
 
 _PR_SET_PDEATHSIG = 1
 
@@ -43,11 +44,11 @@ class SimProcess:
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
         stream_shape: str = "step",
-        metrics_flavour: str = "sglang",
+        metrics_flavour: str = METRICS_FLAVOURS[0],
         faults: str | None = None,
     ) -> None:
         """``stream_shape``: "step" (SGLang's one event per step) or "burst" (llama.cpp's one event per
-        token, a step's tokens written back to back); ``metrics_flavour``: "sglang" or "vllm", whose
+        token, a step's tokens written back to back); ``metrics_flavour``: one of METRICS_FLAVOURS (sim/prom.py), whose
         names /metrics exports; ``faults``: a ``--faults`` spec (loadgen.sim.faults); see docs/simulator.md."""
         self.argv = [
             sys.executable, "-m", "loadgen", "sim",
@@ -56,7 +57,7 @@ class SimProcess:
         ]  # fmt: skip
         if stream_shape != "step":
             self.argv += ["--stream-shape", stream_shape]
-        if metrics_flavour != "sglang":
+        if metrics_flavour != METRICS_FLAVOURS[0]:
             self.argv += ["--metrics-flavour", metrics_flavour]
         if faults:
             from loadgen.sim.faults import parse

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from aiohttp import web
 
+from loadgen import engines
 from loadgen.sim.faults import DIE, HANG, HTTP_STATUS, FaultPlan, FaultSpec
 from loadgen.sim.requestplan import make_request
 from loadgen.sim.profiles import Profile
-from loadgen.sim.prom import Metrics
+from loadgen.sim.prom import METRICS_FLAVOURS, Metrics
 from loadgen.sim.promvllm import VllmMetrics
 from loadgen.sim.scheduler import QueueFull, Scheduler, SchedulerConfig, SimRequest, now_ns
 from loadgen.sim.truth import TruthRecord, TruthStore
@@ -59,9 +60,9 @@ class ServerConfig:
     """How a step's tokens reach a stream: "step" = one event carrying all of them (SGLang, vLLM);
     "burst" = one event per token, a step's tokens written back to back (llama.cpp, whose accepted
     drafts arrive as separate events microseconds apart)."""
-    metrics_flavour: str = "sglang"
-    """Whose /metrics names: "sglang" (sglang: names, tokenizer-side counters moving when a request
-    ends, POST /flush_cache) or "vllm" (vllm: names, counters moving per step, POST /reset_prefix_cache)."""
+    metrics_flavour: str = METRICS_FLAVOURS[0]
+    """The engine (loadgen/engines/) whose /metrics the simulator writes: its series' names, when its counters
+    move (its table's ``counted_when``: SGLang's when a request ends, vLLM's per step) and its cache-reset route."""
     faults: FaultSpec | None = None
     """Faults to inject (``--faults``, loadgen.sim.faults); None: none."""
 
@@ -78,8 +79,11 @@ class SimServer(GenerationRoutes, AdminRoutes):
         self.adaptive = cfg.adaptive or self.profile.is_adaptive(cfg.mode)
         self.burst = cfg.stream_shape == "burst"
         self.metrics = Metrics()
-        self.vllm = cfg.metrics_flavour == "vllm"
-        self.vmetrics = VllmMetrics(max_model_len=self.context_length) if self.vllm else None
+        self.engine = engines.get(cfg.metrics_flavour)
+        # the engine's table says when its counters move: per step (vLLM's scheduler stats, one ITL
+        # observation a step output) or when a request ends (SGLang's tokenizer-side counters)
+        self.per_step = self.engine.metrics.counted_when == "step"
+        self.vmetrics = VllmMetrics(max_model_len=self.context_length) if self.per_step else None
         self.cache_resets = 0
         """Successful /flush_cache or /reset_prefix_cache calls (in /server_info's loadgen_sim)."""
         self.cache_reset_refusals = 0
@@ -122,10 +126,8 @@ class SimServer(GenerationRoutes, AdminRoutes):
         r.add_get("/get_model_info", self.model_info)
         r.add_get("/v1/loads", self.loads)
         r.add_get("/metrics", self.prometheus)
-        if self.vllm:
-            r.add_post("/reset_prefix_cache", self.reset_prefix_cache)
-        else:
-            r.add_route("*", "/flush_cache", self.flush_cache)
+        reset = self.engine.reset  # the route and method the engine's table names, answered as that engine does
+        r.add_route(reset.method, reset.path, self.cache_reset_answers()[reset.path])
         r.add_post("/abort_request", self.abort_request)
         r.add_get("/loadgen/truth", self.truth_endpoint)
         app.on_startup.append(self._on_startup)
@@ -228,7 +230,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         t.accepted_drafts = req.accepted
         t.proposed_drafts = req.verify_ct * (self.profile.spec.num_draft_tokens - 1) if self.speculative else 0
         t.finish_reason = "abort" if req.abort_message else fl.finish.type
-        if self.vllm:
+        if self.per_step:
             self._retire_vllm(fl)
             self.truth.add(t)
             return
@@ -278,11 +280,11 @@ class SimServer(GenerationRoutes, AdminRoutes):
             fl.first_emit_ns = t
             req.truth.first_token_ns = t
             ttft = (t - req.truth.received_ns) / 1e9
-            if self.vllm:
+            if self.per_step:
                 m.ttft.observe(ttft)
             else:
                 m.ttft[fl.job.stream].observe(ttft)
-        elif self.vllm:
+        elif self.per_step:
             m.itl.observe((t - fl.last_emit_ns) / 1e9)  # vLLM: one observation per step output
         else:
             m.itl.observe((t - fl.last_emit_ns) / 1e9 / n_new, n_new)

@@ -140,3 +140,25 @@ def test_no_import_cycles_between_folders_or_modules():
         if m not in state:
             visit(m, [m])
     assert cycles == []
+
+
+ENGINE_NAMES = {"vllm", "llama.cpp", "llamacpp"}
+"""SGLang's name is also the wire protocol's ("sglang": its native /generate, client/protocols), so it is not
+listed; every other engine's name is its module's alone."""
+
+
+def test_engine_names_live_in_their_engine_modules():
+    """Adding an engine is one module in engines/: no other code spells an engine's name (docstrings and
+    comments may cite what an engine does)."""
+    found = []
+    for name, path in modules().items():
+        if name.startswith("loadgen.engines"):
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found += [f"{name}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+                  and n.value.lower() in ENGINE_NAMES]
+    assert not found, found

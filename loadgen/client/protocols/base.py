@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from loadgen import engines
 from loadgen.request import GenRequest
 
 UNKNOWN = -1
@@ -59,16 +60,10 @@ class Protocol:
 
     @staticmethod
     def closes_after_stream(headers) -> bool:
-        """Whether the server will close this connection once the stream ends, although it did not say so.
-
-        llama.cpp's ``llama-server`` (cpp-httplib) answers ``Keep-Alive: timeout=5, max=100``
-        and no ``Connection: close``, then closes the socket right after the last chunk of
-        every streamed response (JSON responses keep it). A client that pooled that
-        connection sent nearly every next request on the dead socket first (39 of 40
-        requests at C=1 before this). Recognised by its ``Server: llama.cpp`` header, which
-        arrives with the stream's headers, before the connection could go back to the pool.
-        """
-        return headers.get("Server", "").startswith("llama.cpp")
+        """Whether the server will close this connection once the stream ends, although it did not say so
+        (the engine's ``closes_after_stream``, by its ``Server`` header, which arrives with the stream's
+        headers, before the connection could go back to the pool)."""
+        return engines.closes_after_stream(headers.get("Server", ""))
 
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
         """Digest one SSE event's data; return the tokens it carried.
