@@ -39,6 +39,7 @@ from loadgen.settings.knobs import Knob
 from loadgen.settings.parse import LABEL
 from loadgen.settings.parse import arrival as parse_arrival
 from loadgen.settings.parse import duration as parse_duration
+from loadgen.settings.parse import ladder as parse_ladder
 from loadgen.settings.parse import rates as parse_rates
 from loadgen.stage.result import Slo
 
@@ -183,11 +184,12 @@ class _Checker:
         return s
 
     def ladder(self, key: str, v: Any) -> tuple[int, ...]:
+        """A TOML list of concurrencies, or a Locust option's text parsed as the flag's (settings/parse.ladder)."""
         if isinstance(v, str):
             try:
-                v = [int(x) for x in v.split(",") if x.strip()]
-            except ValueError:
-                raise self.fail(key, f"{v!r} is not a list of whole numbers") from None
+                return tuple(parse_ladder(v, key))
+            except LoadgenError as exc:
+                raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
         if not isinstance(v, list):
             raise self.fail(key, f"expected a list of concurrencies like [1, 2, 5], got {self._kind(v)} ({v!r})")
         if not v:

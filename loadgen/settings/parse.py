@@ -29,10 +29,12 @@ def ladder(text: str, what: str = "--ladder") -> list[int]:
         raise LoadgenError(f"{what}: {text!r} is not a comma-separated list of whole numbers") from None
     if not values:
         raise LoadgenError(f"{what}: the list of concurrencies is empty")
-    if any(v < 1 for v in values):
-        raise LoadgenError(f"{what}: concurrencies must be >= 1, got {text!r}")
-    if any(b <= a for a, b in zip(values, values[1:])):
-        raise LoadgenError(f"{what}: concurrencies must increase, got {text!r}")
+    for v in values:
+        if v < 1:
+            raise LoadgenError(f"{what}: concurrencies must be >= 1, got {v}")
+    for a, b in zip(values, values[1:]):
+        if b <= a:
+            raise LoadgenError(f"{what}: concurrencies must increase, got {b} after {a}")
     return values
 
 

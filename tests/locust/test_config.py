@@ -33,7 +33,7 @@ def test_example_config_is_the_defaults():
 @pytest.mark.parametrize("text,message", [
     ("[run]\nladderr = [1]\n", "x.toml: run.ladderr: unknown key"),
     ("[rnu]\nladder = [1]\n", "x.toml: rnu: unknown key"),
-    ("[run]\nladder = \"1,x\"\n", "x.toml: run.ladder: '1,x' is not a list of whole numbers"),
+    ("[run]\nladder = \"1,x\"\n", "x.toml: run.ladder: '1,x' is not a comma-separated list of whole numbers"),
     ("[run]\nladder = []\n", "x.toml: run.ladder: the list of concurrencies is empty"),
     ("[run]\nladder = [1, 5, 5]\n", "x.toml: run.ladder: concurrencies must increase, got 5 after 5"),
     ("[run]\nladder = [2, 1]\n", "x.toml: run.ladder: concurrencies must increase, got 1 after 2"),
