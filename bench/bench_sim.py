@@ -1,16 +1,7 @@
-"""Standalone entry for the simulator benchmark: ``python bench/bench_sim.py [--help]``."""
+"""Standalone entry point: python bench/bench_sim.py [options] (same as `loadgen bench sim`)."""
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from loadgen.cli import main
 
-from loadgen.errors import LoadgenError  # noqa: E402
-from loadgen.sim.bench import main  # noqa: E402
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except LoadgenError as exc:
-        print(f"loadgen: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+raise SystemExit(main(["bench", "sim", *sys.argv[1:]]))

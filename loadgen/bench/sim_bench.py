@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 
 from loadgen.errors import LoadgenError
 from loadgen.sim import model, profiles
@@ -114,11 +113,3 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     return 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except LoadgenError as exc:
-        print(f"loadgen: error: {exc}", file=sys.stderr)
-        sys.exit(2)
