@@ -24,6 +24,7 @@ the engine terms and the report ask the registry.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Generator, Iterable
 
 from loadgen.engines import llamacpp, openai, sglang, vllm
@@ -73,13 +74,15 @@ Identify = Generator[str, Any, tuple[str, dict | None]]
 
 def identify(owner: str = UNKNOWN) -> Identify:
     """Which engine a server is, asked the way each engine's ``probe`` says, in the registry's order: a
-    generator that yields each path to GET, is sent its decoded JSON answer (None when not 200 with JSON),
+    generator that yields each path to GET, is sent its answer (:func:`decode`: JSON, else text; None when not 200),
     and returns (engine, server_info) — the first engine whose info page reads as its own, else ``owner``
     (``/v1/models``' owner) and None. The HTTP is its driver's: run/probe.py's (aiohttp) and the Locust
     master's (blocking), one rule for both."""
     for engine in ENGINES.values():
         p = engine.probe
         if not p.info_paths or not (p.asked_always or owner in (UNKNOWN, engine.name)):
+            continue
+        if p.needs_owner and owner != engine.name:
             continue
         page = None
         for path in p.info_paths:
@@ -101,13 +104,24 @@ def owner_of(models: Any) -> str:
     return by_owner({m.get("owned_by") for m in models.get("data", []) if isinstance(m, dict)})
 
 
-def identify_with(get_json) -> tuple[str, dict]:
-    """(engine, server_info) of a server, with a blocking ``get_json(path)`` (JSON or None)."""
-    steps = identify(owner_of(get_json("/v1/models")))
+def decode(status: int, body: bytes) -> Any:
+    """A probe's answer as :func:`identify` is sent it: the decoded JSON, else the text (a ``/metrics`` page);
+    None when not 200."""
+    if status != 200:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+
+
+def identify_with(get) -> tuple[str, dict]:
+    """(engine, server_info) of a server, with a blocking ``get(path)`` answering as :func:`decode` does."""
+    steps = identify(owner_of(get("/v1/models")))
     try:
         path = next(steps)
         while True:
-            path = steps.send(get_json(path))
+            path = steps.send(get(path))
     except StopIteration as done:
         engine, info = done.value
     return engine, info or {}

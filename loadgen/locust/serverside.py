@@ -38,7 +38,7 @@ def probe_info(url: str, headers: dict | None = None) -> dict:
     """What loadgen.run.probe finds (engine, ``server_info``), asked the same way (loadgen.engines.identify),
     with blocking http.client: the probe's aiohttp needs an asyncio loop the gevent hub has not got."""
     hdrs = dict(headers or {})
-    engine, info = identify_with(lambda path: wire.get_json(url, path, timeout_s=3.0, headers=hdrs))
+    engine, info = identify_with(lambda path: wire.get_page(url, path, timeout_s=3.0, headers=hdrs))
     return {"engine": engine, "server_info": info}
 
 

@@ -8,12 +8,11 @@ is read are the engines' (``loadgen.engines``, each engine's ``probe``); the HTT
 from __future__ import annotations
 
 import asyncio
+import shlex
 from dataclasses import dataclass, field
 
 import aiohttp
-import orjson
-
-from loadgen.engines import UNKNOWN, get, identify, owner_of
+from loadgen.engines import UNKNOWN, decode, get, identify, owner_of
 
 
 @dataclass
@@ -36,14 +35,9 @@ class ServerProbe:
                 "speculative": self.speculative, "models": self.models, "server_info": self.server_info}
 
 
-async def _get_json(session: aiohttp.ClientSession, url: str):
+async def _get(session: aiohttp.ClientSession, url: str):
     async with session.get(url) as r:
-        if r.status != 200:
-            return None
-        try:
-            return orjson.loads(await r.read())
-        except orjson.JSONDecodeError:
-            return None
+        return decode(r.status, await r.read() if r.status == 200 else b"")
 
 
 async def _identify(s: aiohttp.ClientSession, url: str, out: ServerProbe) -> None:
@@ -52,7 +46,7 @@ async def _identify(s: aiohttp.ClientSession, url: str, out: ServerProbe) -> Non
     try:
         path = next(steps)
         while True:
-            path = steps.send(await _get_json(s, url + path))
+            path = steps.send(await _get(s, url + path))
     except StopIteration as done:
         engine, info = done.value
     if info is not None:
@@ -64,7 +58,7 @@ async def probe(url: str, timeout_s: float = 5.0) -> ServerProbe:
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as s:
-            models = await _get_json(s, url + "/v1/models")
+            models = await _get(s, url + "/v1/models")
             out.reachable = True
             if isinstance(models, dict):
                 out.models = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
@@ -80,11 +74,16 @@ def probe_sync(url: str, timeout_s: float = 5.0) -> ServerProbe:
     return asyncio.run(probe(url, timeout_s))
 
 
-def probe_target(target) -> ServerProbe:
+def probe_target(target, command: str | list[str] | None = None) -> ServerProbe:
     """Probe a target's server and switch on what its engine needs: an engine reporting acceptance on its
-    OpenAI routes only when asked (SGLang) gets ``spec_details`` on a target that does not speak its own API."""
+    OpenAI routes only when asked (SGLang) gets ``spec_details`` on a target that does not speak its own API.
+    ``command``: the start command loadgen was given for it; what it says fills the gaps of what the server
+    says of itself (its engine's ``read_command``: vLLM's speculative method and ``max_num_seqs``)."""
     found = probe_sync(target.url)
     engine = get(found.engine)
+    if command and found.reachable:
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        found.server_info = {**engine.read_command(argv), **found.server_info}
     if engine.spec_details and target.protocol != engine.native_protocol:
         target.spec_details = True
     return found

@@ -370,7 +370,7 @@ def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, wit
             srv = _restart(cmd, restart)
         running[target.label] = srv
     if target.label not in servers:
-        servers[target.label] = probe_target(target).to_dict()
+        servers[target.label] = probe_target(target, cmd.command if cmd is not None else None).to_dict()
 
 
 def _restart(cmd: ServerCommand, why: str) -> ManagedServer:

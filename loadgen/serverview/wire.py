@@ -14,6 +14,8 @@ import http.client
 import json
 from urllib.parse import unquote, urlsplit
 
+from loadgen.engines import decode
+
 
 def call(base_url: str, method: str, path: str, *, timeout_s: float, headers: dict | None = None,
          max_bytes: int = 1 << 20) -> tuple[int, str, bytes]:
@@ -32,6 +34,15 @@ def call(base_url: str, method: str, path: str, *, timeout_s: float, headers: di
         return r.status, r.getheader("Content-Type", "") or "", r.read(max_bytes + 1)
     finally:
         conn.close()
+
+
+def get_page(base_url: str, path: str, *, timeout_s: float, headers: dict | None = None):
+    """GET ``path`` as loadgen.engines.identify is sent it (engines.decode: JSON, else text); None when it
+    did not answer 200 or at all."""
+    try:
+        return decode(*call(base_url, "GET", path, timeout_s=timeout_s, headers=headers)[::2])
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 def get_json(base_url: str, path: str, *, timeout_s: float, headers: dict | None = None):

@@ -158,6 +158,9 @@ class Scheduler:
         self._proposed = spec.num_draft_tokens - 1
         self._branches = model.branches(spec)
         self.stats.spec_accepted_per_pos = [0] * self._max_accept
+        self.count_cut_drafts = False
+        """Count a step's accepted drafts before the cut at max_new_tokens (vLLM's counters do; the server
+        sets it from its engine's table)."""
         self._task: asyncio.Task | None = None
 
     # ---- requests in -------------------------------------------------------------------
@@ -298,8 +301,10 @@ class Scheduler:
         stats = self.stats
         step_tokens = 0
         drafts_ok = 0
+        counted_ok = 0
         verified = 0
         per_pos = stats.spec_accepted_per_pos
+        count_cut = self.count_cut_drafts
         still: list[SimRequest] = []
         for req in running:
             if req.abort_pending:
@@ -313,15 +318,19 @@ class Scheduler:
                 k = 0
                 while k < max_accept and rnd() < q:
                     k += 1
+                counted = k
                 left = req.target_tokens - req.produced
                 if k >= left:
-                    k = left - 1  # drafts past max_new_tokens are dropped, so they count as unused
+                    k = left - 1  # drafts past max_new_tokens are dropped from the output
+                if not count_cut:
+                    counted = k  # and count as unused
                 req.verify_ct += 1
                 req.accepted += k
                 req.histogram[k] += 1
                 drafts_ok += k
+                counted_ok += counted
                 verified += 1
-                for i in range(k):  # the k accepted drafts are the first k positions of the chain
+                for i in range(counted):  # the accepted drafts are the first positions of the chain
                     per_pos[i] += 1
                 n = k + 1
             else:
@@ -339,7 +348,7 @@ class Scheduler:
         if verified:  # per step, as vLLM's SpecDecodingStats: the requests this verify carried
             stats.spec_drafts += verified
             stats.spec_draft_tokens += verified * self._proposed
-            stats.spec_accepted += drafts_ok
+            stats.spec_accepted += counted_ok
         self._account(t, batch, step_tokens, speculating, drafts_ok)
 
     def _account(self, t: int, batch: int, tokens: int, speculating: bool, drafts_ok: int) -> None:

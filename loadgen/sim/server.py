@@ -137,6 +137,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
 
     async def _on_startup(self, app: web.Application) -> None:
         self.scheduler = Scheduler(self.sched_cfg, self._on_finish)
+        self.scheduler.count_cut_drafts = self.engine.metrics.drafts_counted_before_cut
         self.scheduler.start()
 
     async def _on_shutdown(self, app: web.Application) -> None:

