@@ -223,6 +223,9 @@ class StreamClient:
         self.tokenizer = tokenizer
         self.tokens_seen = 0
         """Tokens received so far (events of unknown count as one each), for progress display."""
+        self.events_seen = 0
+        """Events that carried tokens: ``tokens_seen - events_seen`` are the tokens past the first of each
+        event, the accepted drafts on a stream that carries one step an event (vLLM's)."""
         self.inflight: dict[str, RequestRecord] = {}
         """rid → record of every request being streamed: a stage cut short folds their chunks so far."""
         self._session: aiohttp.ClientSession | None = None
@@ -388,7 +391,9 @@ class StreamClient:
         feed = parser.feed_data
         on_event = self.protocol.on_event
         chunk_ns_append = rec.chunk_ns.append
-        chunk_tokens_append = rec.chunk_tokens.append
+        chunk_tokens = rec.chunk_tokens
+        chunk_tokens_append = chunk_tokens.append
+        events = len(chunk_tokens)
         readany = resp.content.readany
         while data := await readany():
             if marks:
@@ -413,8 +418,10 @@ class StreamClient:
                         # event) counts as one here: the progress line showed 0 tok/s on a 500 tok/s server
                         seen += 1
             finally:
-                # once per read, not per event: nothing reads it between two events of one read
+                # once per read, not per event: nothing reads them between two events of one read
                 self.tokens_seen += seen
+                self.events_seen += len(chunk_tokens) - events
+                events = len(chunk_tokens)
         rec.end_ns = _now()
         for ev in parser.close():
             n = on_event(state, ev.data, texts)

@@ -74,6 +74,7 @@ class Lifecycle:
         window's scrapes, to set beside the server's counters (loadgen.serverview.checks.ended_between)."""
         self.cooldown_overran = False
         self.tokens_open: tuple[int, int] | None = None
+        self.past_first_open: tuple[int, int] | None = None
         if spec.max_warmup_s is None:
             # a fixed warm-up: the window is known before any user starts
             self.open_window(t0 + int(spec.warmup_s * 1e9))
@@ -109,15 +110,18 @@ class Lifecycle:
     # --- the phases -----------------------------------------------------------------------------
     async def drive(self, *, tokens: Callable[[], int] | None = None, waiting: Callable[[], int] | None = None,
                     opened: Callable[[int], None] | None = None,
-                    open_at: Callable[[], int | None] | None = None) -> None:
+                    open_at: Callable[[], int | None] | None = None,
+                    past_first: Callable[[], int] | None = None) -> None:
         """Warm-up, window and cool-down, within the stage's budget (hit, the stage is cut there).
 
         ``tokens`` (tokens seen so far) and ``waiting`` (users whose first request is not streaming yet)
-        feed an adaptive warm-up; ``waiting`` at the window's opening is the stage's ``warmup`` record.
+        feed an adaptive warm-up; ``past_first`` (tokens seen past the first of each event: a per-step
+        server's accepted drafts) is read beside ``tokens`` at the scrapes; ``waiting`` at the window's
+        opening is the stage's ``warmup`` record.
         ``opened``/``open_at`` share the window's instant between processes.
         A cancellation (Ctrl-C, an aborted Locust stage) goes through to the caller.
         """
-        phases = self._phases(tokens, waiting, opened, open_at)
+        phases = self._phases(tokens, waiting, opened, open_at, past_first)
         if self.deadline is None:
             await phases
             return
@@ -130,20 +134,26 @@ class Lifecycle:
         """Ctrl-C / SIGTERM: keep what the window measured so far, cut at this instant."""
         self.state.cut_here("interrupt")
 
-    async def _phases(self, tokens, waiting, opened, open_at) -> None:
+    async def _phases(self, tokens, waiting, opened, open_at, past_first) -> None:
         state, spec, probe = self.state, self.spec, self.probe
         ws = await self._find_window_start(tokens, waiting, opened, open_at)
         seen = tokens or (lambda: 0)
+        counted_past_first = past_first is not None
+        past_first = past_first or (lambda: 0)
         if probe is not None:
             # the server's counters just before the window, so the scrape (a few ms, 3-9 ms measured
             # on the simulator) is not inside the window it measures; the client's token count read
             # on both sides of it, for a server that counts per step (vLLM)
             await _sleep_until(ws - OPEN_SCRAPE_LEAD_NS)
-            before = seen()
+            before, first_before = seen(), past_first()
+
+            def read_open(_) -> None:
+                self.tokens_open, self.past_first_open = (before, seen()), (first_before, past_first())
+
             # not awaited past the window's start: a slow page (llama.cpp took 749 ms at C=256 on
             # the H200) must not hold the window's own bookkeeping back
             opening = asyncio.ensure_future(probe.at_open())
-            opening.add_done_callback(lambda _: setattr(self, "tokens_open", (before, seen())))
+            opening.add_done_callback(read_open)
             await asyncio.wait({opening}, timeout=max(0.0, (ws - _now()) / 1e9))
         await _sleep_until(ws)
         self.cpu.mark_start()
@@ -155,9 +165,9 @@ class Lifecycle:
         self._close_window(state.we)
         if probe is not None:
             await opening
-            before = seen()
+            before, first_before = seen(), past_first()
             state.server = await probe.at_close()
-            tokens_close = (before, seen())
+            tokens_close, past_first_close = (before, seen()), (first_before, past_first())
             span = probe.span_ns
             if state.server is not None and span is not None:
                 # what a counter that moves at request end (SGLang, llama.cpp) should have added
@@ -174,7 +184,9 @@ class Lifecycle:
                     wide = ended_between(self.ended, edges[0][0], edges[1][1] + lag)
                 view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))),
                                   ended_between(self.ended, *span), self.tokens_open, tokens_close, probe.max_running,
-                                  ended_narrow=narrow, ended_wide=wide, open_loop=spec.open_loop)
+                                  ended_narrow=narrow, ended_wide=wide, open_loop=spec.open_loop,
+                                  past_first_open=self.past_first_open if counted_past_first else None,
+                                  past_first_close=past_first_close if counted_past_first else None)
                 add_checks(state.server, view)
         try:
             await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)

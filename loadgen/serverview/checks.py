@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from loadgen import engines
+
 TOKENS_AGREE_PCT = 1.0
 """Issue 14's bar: client and server token counts within 1 %."""
 RUNS_C = 0.9
@@ -87,6 +89,11 @@ class ClientView:
     """Why the client's counts cannot be set against these scrapes at all (the Locust master's: a worker on
     another host...): the token and drafts checks then say "not comparable" with it."""
 
+    past_first_open: tuple[int, int] | None = None
+    """Tokens the client had received past the first of each event, just before and just after the opening
+    scrape (``past_first_close``: the closing one): a per-step stream's accepted drafts (vLLM)."""
+    past_first_close: tuple[int, int] | None = None
+
     def ended_range(self, attr: str) -> tuple[float, float]:
         """(low, high) of one sum over the requests the server can have counted (the midpoint count when
         the scrapes' edges are not known)."""
@@ -97,11 +104,18 @@ class ClientView:
 
     def tokens_between(self) -> tuple[float, float] | None:
         """Tokens received between the two scrape midpoints, ± what arrived while the scrapes ran."""
-        if not (self.tokens_open and self.tokens_close):
-            return None
-        mid = lambda p: (p[0] + p[1]) / 2  # noqa: E731
-        return (mid(self.tokens_close) - mid(self.tokens_open),
-                (self.tokens_open[1] - self.tokens_open[0] + self.tokens_close[1] - self.tokens_close[0]) / 2)
+        return _between(self.tokens_open, self.tokens_close)
+
+    def past_first_between(self) -> tuple[float, float] | None:
+        """Tokens past the first of each event received between the scrape midpoints, ± as tokens_between."""
+        return _between(self.past_first_open, self.past_first_close)
+
+
+def _between(at_open: tuple[int, int] | None, at_close: tuple[int, int] | None) -> tuple[float, float] | None:
+    if not (at_open and at_close):
+        return None
+    mid = lambda p: (p[0] + p[1]) / 2  # noqa: E731
+    return mid(at_close) - mid(at_open), (at_open[1] - at_open[0] + at_close[1] - at_close[0]) / 2
 
 
 def _pct(client: float, server: float) -> float | None:
@@ -158,11 +172,11 @@ def acceptance_check(block: dict, view: ClientView) -> dict:
     if block.get("accepted_tokens") is not None and e.with_drafts:
         pairs.append(("accepted_tokens", e.accepted_drafts, block["accepted_tokens"]))
         pairs.append(("draft_tokens", e.proposed_drafts, block["draft_tokens"]))
+    if block.get("counted_when") == "step" and block.get("accepted_tokens") is not None:
+        return _step_acceptance(block, view)
     if not pairs:
         if block.get("accepted_tokens") is None and block.get("verify_calls") is None:
             why = "the server counts no drafts (no speculation, or no counter)"
-        elif block.get("counted_when") == "step":
-            why = "the client has no draft counts per request on this engine's stream (vLLM sends none)"
         else:
             why = "the client's requests carried no draft counts"
         return {"verdict": "not comparable", "why": why}
@@ -184,6 +198,33 @@ def acceptance_check(block: dict, view: ClientView) -> dict:
         out["client_accept_rate"] = round(e.accepted_drafts / e.proposed_drafts, 4)
     out["server_mean_accept_length"] = block.get("mean_accept_length")
     out["server_accept_rate"] = block.get("accept_rate")
+    return out
+
+
+def _step_acceptance(block: dict, view: ClientView) -> dict:
+    """A per-step server's accepted drafts against its stream's: one event a step, so the tokens past each
+    event's first are the drafts it accepted. A request's last step may count up to K more than its stream
+    carried where the engine counts before cutting at max_tokens (vLLM: ``drafts_counted_before_cut``)."""
+    got = view.past_first_between()
+    if got is None:
+        return {"verdict": "not comparable",
+                "why": "the client's count of tokens past each event's first was not read at the scrapes"}
+    client, slack = got
+    server = block["accepted_tokens"]
+    k = len(block.get("accepted_per_position") or [])
+    ended = (view.ended_wide or view.ended).requests
+    metrics = engines.get(block.get("engine")).metrics
+    cut = k * ended if metrics is not None and metrics.drafts_counted_before_cut else 0
+    tol = (TOKENS_AGREE_PCT / 100) * max(server, client, 1)
+    lo, hi = client - slack - tol, client + slack + tol + cut
+    out = {"verdict": "equal" if lo <= server <= hi else "differ",
+           "counts": {"accepted_tokens": {"client": round(client, 1), "server": server, "diff_pct": _pct(client, server),
+                                          "client_range": [round(lo, 1), round(hi, 1)]}},
+           "client_counts": "tokens past the first of each event received between the scrapes",
+           "server_mean_accept_length": block.get("mean_accept_length"), "server_accept_rate": block.get("accept_rate")}
+    if cut:
+        out["why"] = (f"the server also counts drafts accepted past max_tokens: up to {k} for each of the {ended} "
+                      "requests that ended between the scrapes")
     return out
 
 

