@@ -178,7 +178,7 @@ def delta_chart(a: MetricAnalysis | None, label: str = "output throughput") -> C
     tips = [f"C={c.concurrency}: Δ {c.delta * 100:+.1f} %"
             + (f" [{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]" if c.ci_low is not None and c.ci_high is not None
                else "")
-            + f" → {winner(c)}" for c in comps]
+            + f" → {winner(c, a.family_wise)}" for c in comps]
     spans, lines = _crossover_marks(a)
     s = Series("Δ % (spec − baseline) / baseline", cs, ys, "#334155", band=(lo, hi), tips=tips)
     return Chart(f"Δ {label}, speculation vs baseline", [s], ylabel="Δ %", ysuffix="%", hline=0.0, spans=spans,

@@ -17,7 +17,7 @@ from loadgen.analysis.crossover import StageComparison
 from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR, TIE_COLOUR
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import labels_of, palette, swatch
-from loadgen.report.words import KIND_CHIP, fmt_c, winner
+from loadgen.report.words import ALONE, KIND_CHIP, fmt_c, winner
 
 
 def chip(kind: str) -> str:
@@ -81,20 +81,23 @@ def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dic
             sl = per_target.get(label, {}).get(cc)
             if sl:
                 flags += [(k, label, t) for k, t in sl.flags]
-        who = {"spec": ra.spec, "baseline": ra.baseline}.get(c.verdict, winner(c))
+        word = winner(c, a.family_wise)
+        who = {"spec": ra.spec, "baseline": ra.baseline}.get(word.rstrip("*"), word.rstrip("*"))
+        if word.endswith("*"):
+            who += "*"
         note = f' title="{escape(c.note)}"' if c.note else ""
         rows[cc] = (
             f'<tr><td class="num">{cc}</td><td class="num">{c.mean_baseline:.{nd}f}</td>'
             f'<td class="num">{c.mean_spec:.{nd}f}</td>'
             f'<td class="num">{"–" if d is None else f"{d * 100:+.1f}"}</td>'
             f'<td class="num"{note}>{"–" if lo is None or hi is None else f"[{lo * 100:+.1f}, {hi * 100:+.1f}]"}</td>'
-            f'<td>{_forest(c, scale)}</td><td class="{VERDICT_CLS.get(c.verdict, "v-tie")}">{escape(who)}</td>'
+            f'<td>{_forest(c, scale)}</td><td class="{VERDICT_CLS.get(word.rstrip("*"), "v-tie")}">{escape(who)}</td>'
             f'<td class="flags">{_flag_badges(flags)}</td></tr>')
     for cc, why in (missing or {}).items():
         if cc not in rows:
             rows[cc] = (f'<tr class="notcompared"><td class="num">{cc}</td>' + '<td class="num">–</td>' * 4
                         + f'<td></td><td class="v-none">not compared</td><td class="why">{escape(why)}</td></tr>')
-    xo = ""
+    xo = f'<div class="xo cand">{escape(ALONE)}</div>' if any(winner(c, a.family_wise).endswith("*") for c in comps) else ""
     for x in a.crossovers:
         arrow = "speculation stops paying off" if x.direction == "spec_to_baseline" else "speculation starts paying off"
         xo += (f'<div class="xo">crossover at <b>C≈{fmt_c(x.estimate)}</b> ({a.confidence * 100:g} % interval '
@@ -133,7 +136,7 @@ def verdict_matrix(ra: RunAnalysis, per_metric: dict[str, MetricResult]) -> str:
                 cells.append('<td class="m-none">·</td>')
                 continue
             d = "–" if x.delta is None else _pct_short(x.delta)
-            tip = f"{m.label} at C={c}: {winner(x)}"
+            tip = f"{m.label} at C={c}: {winner(x, m.analysis.family_wise)}"
             if x.ci_low is not None and x.ci_high is not None and x.delta is not None:
                 tip += f", Δ {x.delta * 100:+.1f} % [{x.ci_low * 100:+.1f}, {x.ci_high * 100:+.1f}]"
             cells.append(f'<td class="m-{x.verdict}" title="{escape(tip)}">{d}</td>')

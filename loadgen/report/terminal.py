@@ -22,7 +22,7 @@ from loadgen.analysis.engineterms import Translation
 from loadgen.analysis.rates import RATE_METRICS
 from loadgen.report.inputs import PRIMARY, slices
 from loadgen.report.table import aligned
-from loadgen.report.words import finding, leans_against, sglang_hint, winner_word
+from loadgen.report.words import ALONE, finding, leans_against, sglang_hint, winner_word
 
 if TYPE_CHECKING:
     from loadgen.sim.profiles import Profile
@@ -60,13 +60,16 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
         rows = {c["concurrency"]: [
             str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
             "-" if c["delta"] is None else f"{c['delta'] * 100:+.1f}",
-            "-" if c["ci_low"] is None else f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]", winner_word(c)]
+            "-" if c["ci_low"] is None else f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]",
+            winner_word(c, bool(a.get("family_wise")))]
             for c in a["comparisons"]}
         missing = {x["concurrency"]: x["why"] for x in cov.get("missing") or []}
         for c in missing:
             rows.setdefault(c, [str(c), "-", "-", "-", "-", "not compared"])
         lines += aligned([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
                          + [rows[c] for c in sorted(rows)], rule=False)
+        if any(r[-1].endswith("*") for r in rows.values()):
+            lines.append(f"  {ALONE}")
         for c, why in sorted(missing.items()):
             lines.append(f"  C={c} not compared: {why}")
         if cov.get("cut"):

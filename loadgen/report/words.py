@@ -194,18 +194,28 @@ def top_sentence(ra: RunAnalysis) -> str:
     return f"No {label} crossover in any workload; the decision per workload is below."
 
 
-def _winner(verdict: str, wide: bool) -> str:
-    return verdict if verdict != "tie" else "inconclusive" if wide else "tie"
+ALONE = ("* this stage's own interval excludes 0, but not once the compared stages are judged together (the "
+         "simultaneous intervals the answer rests on)")
+"""The footnote of a winner cell marked ``*`` (:func:`winner`)."""
 
 
-def winner(c: StageComparison) -> str:
-    """A stage's "winner" cell: the better target's role, "tie", or "inconclusive" for a tie too wide to call."""
-    return _winner(c.verdict, c.wide)
+def _winner(verdict: str, wide: bool, family: str | None) -> str:
+    shown = family or verdict
+    word = shown if shown != "tie" else "inconclusive" if wide else "tie"
+    return word + "*" if family is not None and family != verdict else word
 
 
-def winner_word(c: dict) -> str:
+def winner(c: StageComparison, family_wise: bool = False) -> str:
+    """A stage's "winner" cell: the better target's role, "tie", or "inconclusive" for a tie too wide to call.
+    ``family_wise`` (the analysis's): the verdict the answer rests on, the ladder's simultaneous one, marked
+    ``*`` where the stage alone says otherwise (a real vLLM's freetext stages: −25 % [−41, −4] at C=1 alone,
+    a tie judged with C=2: the table said "baseline" under a sentence saying "inconclusive")."""
+    return _winner(c.verdict, c.wide, c.family_verdict if family_wise else None)
+
+
+def winner_word(c: dict, family_wise: bool = False) -> str:
     """:func:`winner` of a comparison as a dict (the terminal's tables read crossover.json as dicts)."""
-    return _winner(c["verdict"], bool(c.get("wide")))
+    return _winner(c["verdict"], bool(c.get("wide")), c.get("family_verdict") if family_wise else None)
 
 
 def fmt_batch(b) -> str:
