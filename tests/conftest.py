@@ -148,6 +148,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 def _group(item: pytest.Item) -> str:
     if "llama_binary" in item.fixturenames:
         return "llama"  # one worker holds the llama-servers for the session
+    if "vllm_python" in item.fixturenames:
+        return "vllm"  # and one the vLLM servers (5.8 GB each: never two sets)
     return item.nodeid.split("::")[0]  # a module's shared runs are made once
 
 
@@ -158,7 +160,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.xdist_group(_group(item)))
     # the longest group first, so it is not the one left running alone at the end
-    items.sort(key=lambda it: _group(it) != "llama")
+    items.sort(key=lambda it: {"llama": 0, "vllm": 1}.get(_group(it), 2))
 
 
 # --------------------------------------------------------------------------- where the time went

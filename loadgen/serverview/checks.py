@@ -216,7 +216,7 @@ def _step_acceptance(block: dict, view: ClientView) -> dict:
     metrics = engines.get(block.get("engine")).metrics
     cut = k * ended if metrics is not None and metrics.drafts_counted_before_cut else 0
     tol = (TOKENS_AGREE_PCT / 100) * max(server, client, 1)
-    lo, hi = client - slack - tol, client + slack + tol + cut
+    lo, hi = max(0.0, client - slack - tol), client + slack + tol + cut
     out = {"verdict": "equal" if lo <= server <= hi else "differ",
            "counts": {"accepted_tokens": {"client": round(client, 1), "server": server, "diff_pct": _pct(client, server),
                                           "client_range": [round(lo, 1), round(hi, 1)]}},

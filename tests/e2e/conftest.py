@@ -1,4 +1,5 @@
-"""Session fixtures for the end-to-end suite: a baseline and an n-gram speculative llama-server.
+"""Session fixtures for the end-to-end suite: a baseline and an n-gram speculative llama-server, and the same
+pair of real vLLM servers (tests/e2e/vllm.py).
 
 The first run on a machine builds llama-server (15-20 min on 2 cores) and assembles the
 model into ``$LOADGEN_CACHE`` (default ``~/.cache/loadgen``); later runs reuse the cache
@@ -20,6 +21,7 @@ from typing import Iterator
 import pytest
 
 from .llama import LlamaServer, binary_version, live_servers, ensure_llama_server, ensure_model, server_binary_path
+from .vllm import VllmServer, ensure_vllm, ensure_vllm_model, spec_config
 
 # Timeout for a test that may have to build llama-server first (pyproject's default is
 # 600 s; the build alone takes 7-20 min on 2 cores).
@@ -30,12 +32,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test that needs the servers ``e2e``, and, only while llama-server is not
     built yet on this machine, give those tests room for the build."""
     needs = [it for it in items if "llama_binary" in getattr(it, "fixturenames", ())]
-    if not needs:
-        return
     building = not os.environ.get("LOADGEN_LLAMA_SERVER") and binary_version(server_binary_path()) is None
     for it in needs:
         it.add_marker(pytest.mark.e2e)
         if building:
+            it.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
+    # a vLLM test's set-up may install vLLM (about 2 min), convert the model (70-85 s) and start two servers
+    # (60-70 s each, quiet): room for all of it on a busy host
+    for it in items:
+        if "vllm_python" in getattr(it, "fixturenames", ()):
+            it.add_marker(pytest.mark.e2e)
             it.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
 
 
@@ -106,3 +112,32 @@ def llama_spec(llama_spec_server: LlamaServer) -> str:
     """Base URL of the llama-server with n-gram speculation (``--spec-type ngram-simple``)."""
     return llama_spec_server.url
 
+
+
+# --------------------------------------------------------------------------- vLLM
+
+
+@pytest.fixture(scope="session")
+def vllm_python(live) -> Path:
+    """The vLLM venv's Python (installed on first use: about 2 min, tests/e2e/vllm.py)."""
+    return ensure_vllm()
+
+
+@pytest.fixture(scope="session")
+def vllm_model(vllm_python: Path) -> Path:
+    return ensure_vllm_model(vllm_python)
+
+
+@pytest.fixture(scope="session")
+def vllm_baseline_server(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None) -> Iterator[VllmServer]:
+    with VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-baseline") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def vllm_spec_server(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None) -> Iterator[VllmServer]:
+    # dev mode: /reset_prefix_cache answers (loadgen --reset-cache); the baseline runs without, so a refused
+    # reset is exercised too
+    with VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-ngram4",
+                    speculative=spec_config(), dev_mode=True) as srv:
+        yield srv

@@ -152,7 +152,8 @@ def binary_version(binary: Path, timeout: float = 30) -> str | None:
     return out.strip()
 
 
-def _run_step(step: str, cmd: list[str], log: Path, *, cwd: Path | None = None, timeout: float) -> None:
+def _run_step(step: str, cmd: list[str], log: Path, *, cwd: Path | None = None, timeout: float,
+              what: str = "llama-server build", env: dict[str, str] | None = None) -> None:
     """Run one build step, appending its output to ``log``; raise BuildError on failure."""
     with open(log, "ab") as f:
         f.write(f"\n===== step {step}: {' '.join(cmd)}\n".encode())
@@ -160,7 +161,7 @@ def _run_step(step: str, cmd: list[str], log: Path, *, cwd: Path | None = None, 
         start = time.monotonic()
         try:
             p = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, timeout=timeout)
+                               stdin=subprocess.DEVNULL, timeout=timeout, env=env)
             rc: int | str = p.returncode
         except subprocess.TimeoutExpired:
             rc = f"timeout after {timeout:.0f}s"
@@ -168,7 +169,7 @@ def _run_step(step: str, cmd: list[str], log: Path, *, cwd: Path | None = None, 
             rc = f"could not start: {e}"
         f.write(f"===== step {step}: exit {rc} after {time.monotonic() - start:.1f}s\n".encode())
     if rc != 0:
-        raise BuildError(f"llama-server build step '{step}' failed ({rc}); log {log}; tail:\n{tail(log)}")
+        raise BuildError(f"{what} step '{step}' failed ({rc}); log {log}; tail:\n{tail(log)}")
 
 
 # --------------------------------------------------------------------------- build
@@ -325,10 +326,10 @@ def _die_with_parent() -> None:
         pass
 
 
-_LIVE: set["LlamaServer"] = set()
+_LIVE: set["ServedProcess"] = set()
 
 
-def live_servers() -> list["LlamaServer"]:
+def live_servers() -> list["ServedProcess"]:
     """Servers started in this process and not stopped yet (alive or died on their own)."""
     return list(_LIVE)
 
@@ -341,24 +342,17 @@ def _stop_all_live() -> None:
 atexit.register(_stop_all_live)
 
 
-@dataclass(eq=False)
-class LlamaServer:
-    """One ``llama-server`` on a free 127.0.0.1 port; a context manager that always stops it.
+@dataclass(eq=False, kw_only=True)
+class ServedProcess:
+    """One server process on a free 127.0.0.1 port, in its own session; a context manager that always stops
+    it (the whole process group: vLLM's engine and workers too). A subclass says what to run (``args``,
+    ``env``) and what it is called (``title``).
 
-    ``spec=True`` turns on n-gram speculation (``--spec-type ngram-simple``).
-    ``cpu`` pins the server to one core (``sched_setaffinity``); ``threads`` is ``-t``.
+    ``cpu`` pins the server to one core (``sched_setaffinity``, inherited by its children).
     """
 
-    model: Path
-    binary: Path | None = None
-    spec: bool = False
-    ngram_n: int = SPEC_NGRAM_N
-    ngram_m: int = SPEC_NGRAM_M
-    ctx: int = 8192
-    slots: int = 4
-    threads: int = 1
+    title = "server"
     cpu: int | None = None
-    extra_args: list[str] = field(default_factory=list)
     log_path: Path | None = None
     startup_timeout: float = 120.0
     name: str = ""
@@ -368,27 +362,24 @@ class LlamaServer:
     proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     startup_seconds: float | None = field(default=None, init=False)
 
+    def args(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str] | None:
+        """The server's environment (None: this process's)."""
+        return None
+
+    def prepare(self) -> None:
+        """Before the first start: find or build what it runs."""
+
     # ---- public
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def args(self) -> list[str]:
-        a = [
-            str(self.binary), "-m", str(self.model), "--host", self.host, "--port", str(self.port),
-            "-t", str(self.threads), "-c", str(self.ctx), "-np", str(self.slots),
-            "--no-webui", "--metrics", "--no-jinja", "--chat-template", "gemma",
-        ]
-        if self.spec:
-            a += ["--spec-type", "ngram-simple",
-                  "--spec-ngram-simple-size-n", str(self.ngram_n),
-                  "--spec-ngram-simple-size-m", str(self.ngram_m)]
-        return a + list(self.extra_args)
-
-    def start(self) -> "LlamaServer":
-        if self.binary is None:
-            self.binary = ensure_llama_server()
+    def start(self) -> "ServedProcess":
+        self.prepare()
         if not self.name:
             self.name = "spec" if self.spec else "baseline"
         last: Exception | None = None
@@ -430,16 +421,16 @@ class LlamaServer:
     def ensure_alive(self) -> None:
         """Raise ServerError (with the tail of its log) if the server is not running."""
         if self.proc is None:
-            raise ServerError(f"llama-server ({self.name}) is not running (never started, or stopped)")
+            raise ServerError(f"{self.title} ({self.name}) is not running (never started, or stopped)")
         code = self.proc.poll()
         if code is not None:
-            raise ServerError(f"llama-server ({self.name}) died with exit {code}; log {self.log_path}; "
+            raise ServerError(f"{self.title} ({self.name}) died with exit {code}; log {self.log_path}; "
                               f"tail:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         return tail(self.log_path, lines) if self.log_path else ""
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> "ServedProcess":
         try:
             return self.start()
         except BaseException:
@@ -465,7 +456,7 @@ class LlamaServer:
         t0 = time.monotonic()
         with open(self.log_path, "wb") as logf:
             self.proc = subprocess.Popen(
-                self.args(), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.args(), stdout=logf, env=self.env(), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=preexec,
             )
         _LIVE.add(self)
@@ -475,14 +466,14 @@ class LlamaServer:
             if code is not None:
                 self.proc = None
                 _LIVE.discard(self)
-                raise ServerError(f"llama-server ({self.name}) exited with {code} during start-up; "
+                raise ServerError(f"{self.title} ({self.name}) exited with {code} during start-up; "
                                   f"log {self.log_path}; tail:\n{self.log_tail()}")
             if self.health() == 200:
                 self.startup_seconds = time.monotonic() - t0
                 return
             if time.monotonic() > deadline:
                 self.stop()
-                raise ServerError(f"llama-server ({self.name}) not healthy after {self.startup_timeout:.0f}s; "
+                raise ServerError(f"{self.title} ({self.name}) not healthy after {self.startup_timeout:.0f}s; "
                                   f"log {self.log_path}; tail:\n{self.log_tail()}")
             time.sleep(0.1)
 
@@ -513,6 +504,40 @@ class LlamaServer:
             except ValueError:
                 pass
         return out
+
+
+
+@dataclass(eq=False, kw_only=True)
+class LlamaServer(ServedProcess):
+    """One ``llama-server``. ``spec=True`` turns on n-gram speculation (``--spec-type ngram-simple``);
+    ``threads`` is ``-t``."""
+
+    title = "llama-server"
+    model: Path
+    binary: Path | None = None
+    spec: bool = False
+    ngram_n: int = SPEC_NGRAM_N
+    ngram_m: int = SPEC_NGRAM_M
+    ctx: int = 8192
+    slots: int = 4
+    threads: int = 1
+    extra_args: list[str] = field(default_factory=list)
+
+    def prepare(self) -> None:
+        if self.binary is None:
+            self.binary = ensure_llama_server()
+
+    def args(self) -> list[str]:
+        a = [
+            str(self.binary), "-m", str(self.model), "--host", self.host, "--port", str(self.port),
+            "-t", str(self.threads), "-c", str(self.ctx), "-np", str(self.slots),
+            "--no-webui", "--metrics", "--no-jinja", "--chat-template", "gemma",
+        ]
+        if self.spec:
+            a += ["--spec-type", "ngram-simple",
+                  "--spec-ngram-simple-size-n", str(self.ngram_n),
+                  "--spec-ngram-simple-size-m", str(self.ngram_m)]
+        return a + list(self.extra_args)
 
 
 if __name__ == "__main__":  # python tests/e2e/llama.py: build + assemble, print paths
