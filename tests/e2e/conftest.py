@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -129,15 +130,42 @@ def vllm_model(vllm_python: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_baseline_server(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None) -> Iterator[VllmServer]:
-    with VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-baseline") as srv:
-        yield srv
+def vllm_pair(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None) -> Iterator[dict[str, VllmServer]]:
+    """The baseline and the n-gram K=4 server, started side by side (each start is a minute or two of Python
+    imports on every core; serving, each is pinned to the servers' core). The speculative one runs in dev
+    mode: /reset_prefix_cache answers (loadgen --reset-cache); the baseline runs without, so a refused reset
+    is exercised too."""
+    servers = {"baseline": VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-baseline"),
+               "spec": VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-ngram4",
+                                  speculative=spec_config(), dev_mode=True)}
+    errors: list[BaseException] = []
+
+    def start_baseline() -> None:
+        try:
+            servers["baseline"].start()
+        except BaseException as e:  # re-raised below, in the test's thread
+            errors.append(e)
+
+    side = threading.Thread(target=start_baseline)
+    side.start()
+    try:
+        servers["spec"].start()
+    finally:
+        side.join()
+    try:
+        if errors:
+            raise errors[0]
+        yield servers
+    finally:
+        for srv in servers.values():
+            srv.stop()
 
 
 @pytest.fixture(scope="session")
-def vllm_spec_server(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None) -> Iterator[VllmServer]:
-    # dev mode: /reset_prefix_cache answers (loadgen --reset-cache); the baseline runs without, so a refused
-    # reset is exercised too
-    with VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-ngram4",
-                    speculative=spec_config(), dev_mode=True) as srv:
-        yield srv
+def vllm_baseline_server(vllm_pair: dict[str, VllmServer]) -> VllmServer:
+    return vllm_pair["baseline"]
+
+
+@pytest.fixture(scope="session")
+def vllm_spec_server(vllm_pair: dict[str, VllmServer]) -> VllmServer:
+    return vllm_pair["spec"]

@@ -326,6 +326,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def pin_group(pgid: int, cpu: int) -> None:
+    """Pin every thread of every process in the group ``pgid`` to ``cpu`` (threads made later inherit it)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(pid)) != pgid:
+                continue
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setaffinity(int(tid), {cpu})
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+
+
 _LIVE: set["ServedProcess"] = set()
 
 
@@ -352,6 +364,9 @@ class ServedProcess:
     """
 
     title = "server"
+    pin_after_start = False
+    """Start on every core, pin the whole group to ``cpu`` once healthy (vLLM: its start is a minute of Python
+    imports, its serving one core's work)."""
     cpu: int | None = None
     log_path: Path | None = None
     startup_timeout: float = 120.0
@@ -444,7 +459,7 @@ class ServedProcess:
 
     def _spawn_and_wait(self) -> None:
         assert self.log_path is not None
-        cpu = self.cpu
+        cpu = None if self.pin_after_start else self.cpu
         in_main_thread = threading.current_thread() is threading.main_thread()
 
         def preexec() -> None:
@@ -470,6 +485,8 @@ class ServedProcess:
                                   f"log {self.log_path}; tail:\n{self.log_tail()}")
             if self.health() == 200:
                 self.startup_seconds = time.monotonic() - t0
+                if self.pin_after_start and self.cpu is not None:
+                    pin_group(self.proc.pid, self.cpu)
                 return
             if time.monotonic() > deadline:
                 self.stop()

@@ -127,6 +127,7 @@ class VllmServer(ServedProcess):
     ``--speculative-config`` dict). ``dev_mode`` serves ``/reset_prefix_cache`` (VLLM_SERVER_DEV_MODE=1)."""
 
     title = "vLLM"
+    pin_after_start = True
     model: Path
     python: Path | None = None
     speculative: dict | None = None
