@@ -3,6 +3,7 @@
 * :func:`client_cpus` — the cores left to the load client (all but the servers' core).
 * :func:`run_cli` — a command in a child process pinned to those cores, with a timeout and
   its own process group (killed if it outlives the timeout).
+* :func:`gone`, :func:`group_gone` — nothing left behind: a process, a whole process group.
 * :class:`ServerTotals` — what a llama-server counted (generated tokens, drafts) while a
   ``with`` block ran: its ``/metrics`` read on entry and on exit.
 * :class:`MetricsPoller` — scrapes a llama-server's ``/metrics`` a few times a second in a
@@ -52,6 +53,32 @@ def run_cli(cmd: list[str], *, cpus: set[int] | None = None, timeout: float = 24
         out, err = proc.communicate()
         raise AssertionError(f"{' '.join(cmd[:4])} ... timed out after {timeout:g} s; stderr tail:\n{err[-3000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie not reaped yet counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def group_gone(pgid: int) -> bool:
+    """No live process is left in the group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    # zombies in the group (already exited, not yet reaped by a non-reaping init) count as gone
+    return all(gone(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == pgid)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 # --------------------------------------------------------------------------- /metrics

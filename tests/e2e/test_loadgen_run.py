@@ -20,7 +20,7 @@ import pytest
 
 from .checks import check_counts, check_server_view, check_subset_of_server_counters
 from .llama import LlamaServer
-from .runs import LOADGEN, REPO, ServerTotals, client_cpus, run_cli, scrape
+from .runs import LOADGEN, REPO, ServerTotals, client_cpus, gone, group_gone, run_cli, scrape
 
 pytestmark = pytest.mark.e2e
 
@@ -115,30 +115,6 @@ def test_acceptance_is_reported_per_workload(run: dict) -> None:
 # --------------------------------------------------------------------------- bad input
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
-
-
-def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    # zombies in the group (already exited, not yet reaped by a non-reaping init) count as gone
-    return all(_gone(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == pgid)
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
-
-
 def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path, llama_model: Path,
                                                                llama_server_cpu, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
@@ -183,8 +159,8 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
     assert "cannot connect to" in req["failures"]["connect"]["first_message"]
     assert "× connect: cannot connect" in stdout
     # nothing left behind: neither loadgen nor anything it started, nor the server
-    assert _group_gone(proc.pid)
-    assert _gone(server_pid)
+    assert group_gone(proc.pid)
+    assert gone(server_pid)
 
 
 def test_streams_ending_together_do_not_fail(llama_baseline: str, llama_server_cpu, tmp_path: Path) -> None:
