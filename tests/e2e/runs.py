@@ -3,6 +3,7 @@
 * :func:`client_cpus` — the cores left to the load client (all but the servers' core).
 * :func:`run_cli` — a command in a child process pinned to those cores, with a timeout and
   its own process group (killed if it outlives the timeout).
+* :func:`run_killing_server` — a run whose server is killed under it once a condition holds.
 * :func:`gone`, :func:`group_gone` — nothing left behind: a process, a whole process group.
 * :class:`ServerTotals` — what a llama-server counted (generated tokens, drafts) while a
   ``with`` block ran: its ``/metrics`` read on entry and on exit.
@@ -23,6 +24,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 LOADGEN = [sys.executable, "-m", "loadgen"]
@@ -53,6 +55,28 @@ def run_cli(cmd: list[str], *, cpus: set[int] | None = None, timeout: float = 24
         out, err = proc.communicate()
         raise AssertionError(f"{' '.join(cmd[:4])} ... timed out after {timeout:g} s; stderr tail:\n{err[-3000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_killing_server(cmd: list[str], cpus: set[int], server, ready: Callable[[], bool],
+                       timeout: float = 300) -> tuple[subprocess.CompletedProcess, int, int]:
+    """Run ``cmd`` (loadgen) pinned to ``cpus``, SIGKILL ``server``'s whole process group once ``ready()``
+    holds, and let the run end; returns it, its pid (its process group's) and the server's pid. Whatever is
+    left of the run is killed."""
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not ready():
+            time.sleep(0.02)
+        server_pid = server.proc.pid
+        os.killpg(server_pid, signal.SIGKILL)
+        server.proc.wait(timeout=30)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), proc.pid, server_pid
 
 
 def gone(pid: int) -> bool:

@@ -10,17 +10,13 @@ client pinned away from the servers' core; every stage is held against the serve
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from .checks import check_counts, check_server_view, check_subset_of_server_counters
 from .llama import LlamaServer
-from .runs import LOADGEN, REPO, ServerTotals, client_cpus, gone, group_gone, run_cli, scrape
+from .runs import LOADGEN, ServerTotals, client_cpus, gone, group_gone, run_cli, run_killing_server, scrape
 
 pytestmark = pytest.mark.e2e
 
@@ -126,22 +122,11 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
         cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--ladder", "2,4",
                          "--requests", str(n), "--warmup", "0s", "--workload", "freetext", "--max-tokens", "24",
                          "--out", str(out)]
-        cpus = client_cpus(llama_server_cpu)
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
-        try:
-            # kill the server once it has finished a request, with the other user's request in flight
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and scrape(srv.url).get("llamacpp:tokens_predicted_total", 0) < 1:
-                time.sleep(0.02)
-            server_pid = srv.proc.pid
-            os.kill(server_pid, signal.SIGKILL)
-            srv.proc.wait(timeout=10)
-            stdout, stderr = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        # kill the server once it has finished a request, with the other user's request in flight
+        proc, run_pid, server_pid = run_killing_server(
+            cmd, client_cpus(llama_server_cpu), srv,
+            lambda: scrape(srv.url).get("llamacpp:tokens_predicted_total", 0) >= 1)
+    stdout, stderr = proc.stdout, proc.stderr
     assert proc.returncode == 0, stderr[-3000:]
     stages = json.loads(out.read_text())["stages"]
     assert [s["concurrency"] for s in stages] == [2, 4]  # the run went on to the next stage
@@ -159,7 +144,7 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
     assert "cannot connect to" in req["failures"]["connect"]["first_message"]
     assert "× connect: cannot connect" in stdout
     # nothing left behind: neither loadgen nor anything it started, nor the server
-    assert group_gone(proc.pid)
+    assert group_gone(run_pid)
     assert gone(server_pid)
 
 

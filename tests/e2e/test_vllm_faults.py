@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 
 import pytest
 
-from .runs import LOADGEN, REPO, client_cpus, group_gone, run_cli
+from .runs import LOADGEN, client_cpus, group_gone, run_cli, run_killing_server
 from .vllm import SERVED_NAME, VllmServer
 
 pytestmark = pytest.mark.e2e
@@ -60,21 +58,9 @@ def test_a_vllm_killed_mid_stage_is_counted_and_the_run_goes_on(vllm_model, vllm
         cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--model", SERVED_NAME,
                          "--ladder", "1,2", "--requests", str(n), "--warmup", "0s", "--workload", "freetext",
                          "--max-tokens", "24", "--prompt-tokens", "32", "--out", str(out)]
-        cpus = client_cpus(llama_server_cpu)
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
-        try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and _requests_begun(srv.log_path) < 2:
-                time.sleep(0.05)
-            server_pid = srv.proc.pid
-            os.killpg(server_pid, signal.SIGKILL)
-            srv.proc.wait(timeout=30)
-            stdout, stderr = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        proc, run_pid, server_pid = run_killing_server(cmd, client_cpus(llama_server_cpu), srv,
+                                              lambda: _requests_begun(srv.log_path) >= 2)
+    stdout, stderr = proc.stdout, proc.stderr
     assert proc.returncode == 0, stderr[-3000:]
     first, second = json.loads(out.read_text())["stages"]
     req = first["requests"]
@@ -84,7 +70,7 @@ def test_a_vllm_killed_mid_stage_is_counted_and_the_run_goes_on(vllm_model, vllm
     req = second["requests"]
     assert req["started"] == req["failed"] == n and set(req["failures"]) == {"connect"}, req
     assert "× connect: cannot connect" in stdout
-    assert group_gone(proc.pid) and group_gone(server_pid)
+    assert group_gone(run_pid) and group_gone(server_pid)
 
 
 def test_a_vllm_that_cannot_start_is_one_line_naming_its_own_error(vllm_python, llama_server_cpu,
