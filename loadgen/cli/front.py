@@ -155,6 +155,9 @@ def probe_ahead(targets: list[Target], commands: dict[str, ServerCommand], write
         if not found.reachable:
             # Not fatal: every request of the run will be counted as a failure with the reason.
             print(f"loadgen: warning: {t.url} does not answer ({found.error})", file=sys.stderr)
+        elif found.error:
+            print(f"loadgen: warning: {t.url}: what the server is may be missing from the results ({found.error})",
+                  file=sys.stderr)
         meta["server"] = servers[t.label] = found.to_dict()
     writer.flush()
 

@@ -37,6 +37,11 @@ GENERIC = openai.ENGINE
 UNKNOWN = "unknown"
 """The engine name of a server (or a page) no engine claims."""
 
+PAGE_TIMEOUT_S = 30.0
+"""How long a probe waits for each page: a vLLM on a busy CPU core took over 5 s to answer ``/version`` or
+``/metrics`` (CI, 2026-12-03), and a probe that gave up then recorded a speculative server as
+``"speculative": null``. A server that refuses the connection still fails at once."""
+
 
 def get(name: str | None) -> Engine:
     """The named engine; the generic OpenAI one for "unknown" or any name loadgen does not hold."""

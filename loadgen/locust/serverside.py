@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from loadgen.engines import identify_with
+from loadgen.engines import PAGE_TIMEOUT_S, identify_with
 from loadgen.run.ramp import cache_reset
 from loadgen.run.window import OPEN_SCRAPE_LEAD_NS
 from loadgen.serverview import wire
@@ -38,7 +38,7 @@ def probe_info(url: str, headers: dict | None = None) -> dict:
     """What loadgen.run.probe finds (engine, ``server_info``), asked the same way (loadgen.engines.identify),
     with blocking http.client: the probe's aiohttp needs an asyncio loop the gevent hub has not got."""
     hdrs = dict(headers or {})
-    engine, info = identify_with(lambda path: wire.get_page(url, path, timeout_s=3.0, headers=hdrs))
+    engine, info = identify_with(lambda path: wire.get_page(url, path, timeout_s=PAGE_TIMEOUT_S, headers=hdrs))
     return {"engine": engine, "server_info": info}
 
 

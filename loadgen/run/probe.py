@@ -12,7 +12,11 @@ import shlex
 from dataclasses import dataclass, field
 
 import aiohttp
-from loadgen.engines import UNKNOWN, decode, get, identify, owner_of
+from loadgen.engines import PAGE_TIMEOUT_S, UNKNOWN, decode, get, identify, owner_of
+
+
+CONNECT_S = 5.0
+"""How long the probe waits for a connection: a server that is not there says so at once or not at all."""
 
 
 @dataclass
@@ -40,22 +44,33 @@ async def _get(session: aiohttp.ClientSession, url: str):
         return decode(r.status, await r.read() if r.status == 200 else b"")
 
 
-async def _identify(s: aiohttp.ClientSession, url: str, out: ServerProbe) -> None:
-    """The engines' own questions (loadgen.engines.identify), asked over this session."""
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def _identify(s: aiohttp.ClientSession, url: str, out: ServerProbe, timeout_s: float) -> None:
+    """The engines' own questions (loadgen.engines.identify), asked over this session. A page that does not
+    answer in time is one that did not answer (what it would have told is missing), and ``error`` says so."""
     steps = identify(out.engine)
     try:
         path = next(steps)
         while True:
-            path = steps.send(await _get(s, url + path))
+            try:
+                page = await _get(s, url + path)
+            except asyncio.TimeoutError:
+                page = None
+                out.error = f"GET {path}: no answer within {timeout_s:g} s"
+            path = steps.send(page)
     except StopIteration as done:
         engine, info = done.value
     if info is not None:
         out.engine, out.server_info = engine, info
 
 
-async def probe(url: str, timeout_s: float = 5.0) -> ServerProbe:
+async def probe(url: str, timeout_s: float = PAGE_TIMEOUT_S) -> ServerProbe:
+    """``timeout_s``: for each page (the connection itself: :data:`CONNECT_S`)."""
     out = ServerProbe(url)
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(CONNECT_S, timeout_s))
     try:
         async with aiohttp.ClientSession(timeout=timeout) as s:
             models = await _get(s, url + "/v1/models")
@@ -63,14 +78,16 @@ async def probe(url: str, timeout_s: float = 5.0) -> ServerProbe:
             if isinstance(models, dict):
                 out.models = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
                 out.engine = owner_of(models)
-            await _identify(s, url, out)
+            await _identify(s, url, out, timeout_s)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        out.reachable = False
-        out.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if not out.reachable:
+            out.error = _why(exc)
+        else:  # it answered /v1/models, then broke off: what it is stays what /v1/models said
+            out.error = f"probe broken off: {_why(exc)}"
     return out
 
 
-def probe_sync(url: str, timeout_s: float = 5.0) -> ServerProbe:
+def probe_sync(url: str, timeout_s: float = PAGE_TIMEOUT_S) -> ServerProbe:
     return asyncio.run(probe(url, timeout_s))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -36,6 +37,8 @@ class Routes:
         self.answers: dict[str, tuple[int, str]] = {}
         self.gets: list[str] = []
         self.posts: list[str] = []
+        self.held: dict[str, float] = {}
+        """path → seconds the server waits before answering it"""
 
 
 @pytest.fixture
@@ -56,6 +59,7 @@ def server():
 
         def do_GET(self):
             routes.gets.append(self.path)
+            time.sleep(routes.held.get(self.path, 0.0))
             self._send(*routes.answers.get(self.path, (404, '{"detail": "Not Found"}')))
 
         def do_POST(self):
@@ -120,6 +124,20 @@ def test_a_vllm_baseline_says_it_does_not_speculate_and_a_start_command_fills_th
     del server.answers["/metrics"]
     assert probe_target(Target("spec", server.url, "completions"), cmd).speculative is True
     assert probe_sync(server.url).speculative is None  # and nothing says: not known, never False
+
+
+def test_a_slow_page_is_waited_for_and_one_that_never_answers_is_named(server) -> None:
+    """A vLLM on a busy CPU core answered /metrics after the probe's old 5 s: its speculative server was
+    recorded as "speculative": null (CI, 2026-12-03)."""
+    server.answers = {path: (200, _json(f)) for path, f in RECORDED["vllm"].items()}
+    server.held["/metrics"] = 5.5
+    found = probe_sync(server.url)
+    assert found.speculative is True and found.error == ""
+    server.held["/metrics"] = 3600.0  # never, as far as the probe is concerned
+    found = probe_sync(server.url, timeout_s=1.0)
+    assert found.reachable and found.engine == "vllm" and found.speculative is None
+    assert found.server_info == {"version": "0.32.0"}
+    assert found.error == "GET /metrics: no answer within 1 s"
 
 
 def test_llamacpp_is_told_by_its_props_when_its_models_route_says_nothing(server) -> None:
