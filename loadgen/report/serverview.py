@@ -97,6 +97,12 @@ def _acceptance_table(label: str, rows: list[StageServer]) -> str:
     note = ("position k: share of drafts whose k-th token was accepted (the server's per-position counters over "
             "the window)" if k else "the server's /metrics counts no acceptance per position; accept length from "
             "its counters (tokens per verify step, the bonus token included)")
+    short = [r.mean_draft_length for r in rows if r.mean_draft_length is not None]
+    if k and short and min(short) < k - 0.05:
+        # the server counts drafts, not drafts that reached position k: a share there is of all drafts
+        note += (f"; drafts proposed {min(short):.1f}–{max(short):.1f} of {k} tokens on average (a draft ends where "
+                 "its source does: an n-gram match's continuation), so a later position's share counts drafts that "
+                 "never reached it")
     return (f'<table class="tbl server"><caption>{escape(label)}: acceptance from its counters</caption>'
             f'<thead>{head}</thead><tbody>{"".join(body)}</tbody></table><p class="muted">{escape(note)}</p>')
 

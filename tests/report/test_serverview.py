@@ -173,3 +173,23 @@ def test_llamacpp_busy_slots_column_and_a_stage_without_figures():
     assert "busy slots / decode step" in text and " | 4 | 3 | 3 | 3 | runs C | 0 | 2.75 | 25 % | " in text
     assert " | 8 | no server figures: not scraped at the window close" in text
     assert sglang_hint(doc, res_with()) is None  # no crossover, no threshold
+
+
+def test_acceptance_per_position_says_when_drafts_stopped_short_of_k():
+    """Per position, the server counts accepted tokens per draft (vLLM's own definition); an n-gram draft is
+    only as long as its match's continuation, so where drafts averaged under K the table says so. Real vLLM
+    blocks (tests/report/data/vllm-cpu-run.json: K=4 drafts of 4.0 and 3.98 tokens) need no such word; the
+    same C=2 block with 140 of 180 drafted tokens (3.1 a draft) does."""
+    import gzip
+    from pathlib import Path
+
+    real = orjson.loads(gzip.decompress((Path(__file__).parent / "data" / "vllm-cpu-run.json.gz").read_bytes()))
+    doc = doc_of(*[s for s in real["stages"] if s["target"] == "spec" and "predictable" in s["workloads"]])
+    for s in doc["stages"]:
+        s["workloads"] = {"chat": s["workloads"]["predictable"]}
+    text = _text(server_html(server_view(doc, res_with()), "chat"))
+    assert "acceptance from its counters" in text and "position 4" in text and "never reached" not in text
+    c2 = next(s["server"] for s in doc["stages"] if s["concurrency"] == 2)
+    c2["drafts"], c2["draft_tokens"] = 45, 140
+    text = _text(server_html(server_view(doc, res_with()), "chat"))
+    assert "drafts proposed 3.1–4.0 of 4 tokens on average" in text and "never reached it" in text, text
