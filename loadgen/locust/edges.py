@@ -42,6 +42,10 @@ class EdgeLog:
     tok_mid: int = 0
     until: int = 0
     """When this process stopped recording (its users stopped): nothing later is known."""
+    past_bins: dict = field(default_factory=dict)
+    """Tokens past the first of each event, binned as ``tok_bins``: a per-step stream's accepted drafts (vLLM,
+    loadgen.serverview.checks' acceptance check); ``past_mid`` the middle's."""
+    past_mid: int = 0
 
     def bands(self) -> list[tuple[int, int]]:
         lo, hi = self.ws - EDGE_NS, self.we + EDGE_NS
@@ -73,8 +77,12 @@ class EdgeLog:
                 if k > 0:
                     bin_ = ns[i] // BIN_NS
                     self.tok_bins[bin_] = self.tok_bins.get(bin_, 0) + k
+                    if k > 1:
+                        self.past_bins[bin_] = self.past_bins.get(bin_, 0) + k - 1
         if len(bands) == 2:
-            self.tok_mid += sum(k for k in toks[bisect_left(ns, bands[0][1]):bisect_left(ns, bands[1][0])] if k > 0)
+            mid = [k for k in toks[bisect_left(ns, bands[0][1]):bisect_left(ns, bands[1][0])] if k > 0]
+            self.tok_mid += sum(mid)
+            self.past_mid += sum(mid) - len(mid)
         if not (ended and rec.ok and rec.end_ns):
             return
         tokens = rec.output_tokens or rec.tokens_received
@@ -87,7 +95,8 @@ class EdgeLog:
     def to_dict(self) -> dict:
         return {"host": self.host, "ws": self.ws, "we": self.we, "until": self.until, "ended": self.ended,
                 "ended_mid": vars(self.ended_mid), "tok_bins": {str(k): v for k, v in self.tok_bins.items()},
-                "tok_mid": self.tok_mid}
+                "tok_mid": self.tok_mid, "past_bins": {str(k): v for k, v in self.past_bins.items()},
+                "past_mid": self.past_mid}
 
 
 @dataclass
@@ -98,21 +107,26 @@ class Sides:
     tokens_open: tuple[int, int] | None = None
     tokens_close: tuple[int, int] | None = None
     why: str | None = None
+    past_first_open: tuple[int, int] | None = None
+    past_first_close: tuple[int, int] | None = None
 
 
 def _log(d: dict) -> EdgeLog:
     log = EdgeLog(int(d["ws"]), int(d["we"]), d.get("host", ""), list(d.get("ended") or []),
                   Ended(**(d.get("ended_mid") or {})), {int(k): int(v) for k, v in (d.get("tok_bins") or {}).items()},
-                  int(d.get("tok_mid", 0)), int(d.get("until", 0)))
+                  int(d.get("tok_mid", 0)), int(d.get("until", 0)),
+                  {int(k): int(v) for k, v in (d.get("past_bins") or {}).items()}, int(d.get("past_mid", 0)))
     return log
 
 
-def _tokens_before(log: EdgeLog, t: int, inclusive_bin: bool) -> int:
-    """Tokens this process received from the start of its first band until ``t`` (to its 1 ms bin)."""
+def _tokens_before(log: EdgeLog, t: int, inclusive_bin: bool, past_first: bool = False) -> int:
+    """Tokens this process received from the start of its first band until ``t`` (to its 1 ms bin); those past
+    the first of each event with ``past_first``."""
     cut = t // BIN_NS
-    n = sum(v for b, v in log.tok_bins.items() if (b <= cut if inclusive_bin else b < cut))
+    bins, mid = (log.past_bins, log.past_mid) if past_first else (log.tok_bins, log.tok_mid)
+    n = sum(v for b, v in bins.items() if (b <= cut if inclusive_bin else b < cut))
     if len(log.bands()) == 2 and t >= log.bands()[1][0]:
-        n += log.tok_mid
+        n += mid
     return n
 
 
@@ -149,8 +163,9 @@ def combine(parts: list[dict], host: str, span: tuple[int, int],
         if len(lg.bands()) == 2:  # the middle lies wholly between the scrapes (checked above)
             ended.merge(lg.ended_mid)
 
-    def bracket(at: tuple[int, int]) -> tuple[int, int]:
-        return (sum(_tokens_before(lg, at[0], False) for lg in logs),
-                sum(_tokens_before(lg, at[1], True) for lg in logs))
+    def bracket(at: tuple[int, int], past_first: bool = False) -> tuple[int, int]:
+        return (sum(_tokens_before(lg, at[0], False, past_first) for lg in logs),
+                sum(_tokens_before(lg, at[1], True, past_first) for lg in logs))
 
-    return Sides(ended, bracket(open_at), bracket(close_at))
+    return Sides(ended, bracket(open_at), bracket(close_at),
+                 past_first_open=bracket(open_at, True), past_first_close=bracket(close_at, True))

@@ -127,7 +127,8 @@ def with_checks(block: dict, concurrency: int, cap: int | None, sides, why: str 
     figure against the stage's C; an open loop's is the arrivals', held to no C) is still checked."""
     if sides is not None:
         return add_checks(block, ClientView(concurrency, 1, sides.ended, sides.tokens_open, sides.tokens_close, cap,
-                                            open_loop=open_loop))
+                                            open_loop=open_loop, past_first_open=sides.past_first_open,
+                                            past_first_close=sides.past_first_close))
     return add_checks(block, ClientView(concurrency, 1, max_running=cap, open_loop=open_loop, not_comparable=why))
 
 

@@ -134,6 +134,9 @@ def test_combine_counts_only_between_the_scrapes_and_sums_processes():
     assert sides.why is None
     assert (sides.ended.requests, sides.ended.output_tokens) == (4, 2 * (20 + 30))
     assert sides.tokens_open == (2 * 10, 2 * 10) and sides.tokens_close == (2 * 60, 2 * 60)
+    # each request here is one event: all its tokens but the first are past the first (a per-step server's
+    # accepted drafts, the acceptance check's client side)
+    assert sides.past_first_open == (2 * 9, 2 * 9) and sides.past_first_close == (2 * (9 + 19 + 29),) * 2
     assert BIN_NS == 10**6
 
 
