@@ -73,6 +73,7 @@ def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dic
     scale = max([abs(v) for c in comps for v in (c.ci_low, c.ci_high) if v is not None] + [0.05])
     nd = 1 if unit in ("tok/s", "ms") else 3
     rows: dict[int, str] = {}
+    alone = False
     for c in comps:
         cc = c.concurrency
         d, lo, hi = c.delta, c.ci_low, c.ci_high
@@ -85,6 +86,7 @@ def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dic
         who = {"spec": ra.spec, "baseline": ra.baseline}.get(word.rstrip("*"), word.rstrip("*"))
         if word.endswith("*"):
             who += "*"
+            alone = True
         note = f' title="{escape(c.note)}"' if c.note else ""
         rows[cc] = (
             f'<tr><td class="num">{cc}</td><td class="num">{c.mean_baseline:.{nd}f}</td>'
@@ -97,7 +99,7 @@ def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dic
         if cc not in rows:
             rows[cc] = (f'<tr class="notcompared"><td class="num">{cc}</td>' + '<td class="num">–</td>' * 4
                         + f'<td></td><td class="v-none">not compared</td><td class="why">{escape(why)}</td></tr>')
-    xo = f'<div class="xo cand">{escape(ALONE)}</div>' if any(winner(c, a.family_wise).endswith("*") for c in comps) else ""
+    xo = f'<div class="xo cand">{escape(ALONE)}</div>' if alone else ""
     for x in a.crossovers:
         arrow = "speculation stops paying off" if x.direction == "spec_to_baseline" else "speculation starts paying off"
         xo += (f'<div class="xo">crossover at <b>C≈{fmt_c(x.estimate)}</b> ({a.confidence * 100:g} % interval '

@@ -138,17 +138,17 @@ class Lifecycle:
         state, spec, probe = self.state, self.spec, self.probe
         ws = await self._find_window_start(tokens, waiting, opened, open_at)
         seen = tokens or (lambda: 0)
-        counted_past_first = past_first is not None
-        past_first = past_first or (lambda: 0)
+        firsts = past_first or (lambda: None)  # None: not counted, the acceptance check says so
         if probe is not None:
             # the server's counters just before the window, so the scrape (a few ms, 3-9 ms measured
             # on the simulator) is not inside the window it measures; the client's token count read
             # on both sides of it, for a server that counts per step (vLLM)
             await _sleep_until(ws - OPEN_SCRAPE_LEAD_NS)
-            before, first_before = seen(), past_first()
+            before, first_before = seen(), firsts()
 
             def read_open(_) -> None:
-                self.tokens_open, self.past_first_open = (before, seen()), (first_before, past_first())
+                self.tokens_open = (before, seen())
+                self.past_first_open = None if first_before is None else (first_before, firsts())
 
             # not awaited past the window's start: a slow page (llama.cpp took 749 ms at C=256 on
             # the H200) must not hold the window's own bookkeeping back
@@ -165,9 +165,10 @@ class Lifecycle:
         self._close_window(state.we)
         if probe is not None:
             await opening
-            before, first_before = seen(), past_first()
+            before, first_before = seen(), firsts()
             state.server = await probe.at_close()
-            tokens_close, past_first_close = (before, seen()), (first_before, past_first())
+            tokens_close = (before, seen())
+            past_first_close = None if first_before is None else (first_before, firsts())
             span = probe.span_ns
             if state.server is not None and span is not None:
                 # what a counter that moves at request end (SGLang, llama.cpp) should have added
@@ -185,8 +186,7 @@ class Lifecycle:
                 view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))),
                                   ended_between(self.ended, *span), self.tokens_open, tokens_close, probe.max_running,
                                   ended_narrow=narrow, ended_wide=wide, open_loop=spec.open_loop,
-                                  past_first_open=self.past_first_open if counted_past_first else None,
-                                  past_first_close=past_first_close if counted_past_first else None)
+                                  past_first_open=self.past_first_open, past_first_close=past_first_close)
                 add_checks(state.server, view)
         try:
             await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)
