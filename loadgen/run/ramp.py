@@ -150,19 +150,23 @@ class _Ramp:
             + (" (request durations are not known before the first stage; a range once it has run)"
                if self.sched.bounds(0)[2] is None else "")
             + (f"; at most {fmt_s(plan.max_run_s)} (--max-run-time)" if plan.max_run_s else ""))
-        i = 0
+        i, failed = 0, False
         try:
             for i, slot in enumerate(self.slots):
                 if not self._stage(i, slot):
                     break
         except LoadgenError as exc:  # e.g. a server that never became healthy: the stages before it are kept
+            failed = True
             self.writer.run["cut"] = {"by": "error", "stages_not_run": n - i, "error": str(exc)}
             raise
         finally:
             for srv in self.running.values():
                 srv.stop()
             self.writer.flush()
-            log(f"stages done in {fmt_s(time.monotonic() - self.t_start)}")
+            took = fmt_s(time.monotonic() - self.t_start)
+            # after an error, the line before the error's says what was measured, not "done"
+            log(f"{len(self.done)} of {n} stages measured before the error ({took})" if failed
+                else f"stages done in {took}")
         return self.done
 
     def _stage(self, i: int, slot) -> bool:

@@ -139,6 +139,7 @@ def test_a_start_command_that_exits_is_one_line(cli, tmp_path):
             "--out", str(tmp_path / "o"), timeout=120)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and "status 4" in lines[-1] and "Traceback" not in p.stderr, p.stderr
+    assert "loadgen: 0 of 2 stages measured before the error" in p.stderr and "stages done" not in p.stderr
 
 
 def test_errors_are_one_line(tmp_path):
@@ -281,6 +282,7 @@ def test_a_server_that_never_becomes_healthy_mid_ladder_keeps_what_was_measured(
     assert 0 < waited <= 15, err[0]
     doc = json.loads((out / "run.json").read_text())
     assert [s["target"] for s in doc["stages"]] == ["baseline", "baseline"]
+    assert "loadgen: 2 of 4 stages measured before the error" in p.stderr, p.stderr
     assert doc["run"]["cut"]["by"] == "error" and doc["run"]["cut"]["stages_not_run"] == 2
     res = json.loads((out / "crossover.json").read_text())
     assert res["coverage"]["chat"]["status"] == "not compared"

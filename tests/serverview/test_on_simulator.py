@@ -28,9 +28,11 @@ def test_crossover_in_the_vllm_flavour_with_cache_resets(favoured, tmp_path):
         assert s["available"] and s["engine"] == "vllm" and s["counted_when"] == "step", s
         assert st["cache_reset"] == {"engine": "vllm", "how": "POST /reset_prefix_cache", "ok": True,
                                      "ms": st["cache_reset"]["ms"]}
-        # tokens the client received between the two scrapes against vLLM's per-step counter
-        assert s["checks"]["tokens"]["verdict"] == "agree", s["checks"]["tokens"]
-        assert abs(s["checks"]["tokens"]["diff_pct"]) <= 1.0
+        # tokens the client received between the two scrapes against vLLM's per-step counter, within 1 % plus
+        # what arrived while a scrape ran (not the midpoints' 1 % alone: 4.2 % apart on a host running the
+        # vLLM group beside, its slack covering it)
+        t = s["checks"]["tokens"]
+        assert t["verdict"] == "agree" and abs(t["client"] - t["server"]) <= t["slack_tokens"] + 0.01 * t["server"] + 1, t
         assert s["checks"]["running"]["verdict"] == "runs C", s["checks"]["running"]
         # the server never ran more than the client sent (a sample between a request's end and the user's
         # next send reads fewer: how often depends on the host's speed, so the p50 is the verdict's to judge)
