@@ -1,13 +1,14 @@
-"""Session fixtures for the end-to-end suite: a baseline and an n-gram speculative llama-server, and the same
-pair of real vLLM servers (tests/e2e/vllm.py).
+"""Session fixtures for the end-to-end suite: a baseline and an n-gram speculative llama-server, and real vLLM
+servers (tests/e2e/vllm.py): a baseline and two n-gram sizes.
 
 The first run on a machine builds llama-server (15-20 min on 2 cores) and assembles the
 model into ``$LOADGEN_CACHE`` (default ``~/.cache/loadgen``); later runs reuse the cache
 and a server starts in about a second. ``LOADGEN_SKIP_E2E=1`` skips the suite.
 
-On a machine with more than one core both servers are pinned to the last core
-(``LOADGEN_E2E_SERVER_CPU`` picks another, ``-1`` disables pinning) so the load
-client, left on the other cores, does not compete with them for the CPU.
+On a machine with more than one core the llama-servers are pinned to the last core
+(``LOADGEN_E2E_SERVER_CPU`` picks another, ``-1`` disables pinning) and the vLLM servers to the
+first (``LOADGEN_E2E_VLLM_CPU``), so each group's load client, left on the other cores, does not
+compete with its servers for the CPU.
 """
 
 from __future__ import annotations
@@ -46,13 +47,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             it.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
 
 
-def _server_cpu() -> int | None:
-    env = os.environ.get("LOADGEN_E2E_SERVER_CPU")
+def _server_cpu(env_name: str = "LOADGEN_E2E_SERVER_CPU", index: int = -1) -> int | None:
+    env = os.environ.get(env_name)
     if env is not None:
         cpu = int(env)
         return None if cpu < 0 else cpu
     cpus = sorted(os.sched_getaffinity(0))
-    return cpus[-1] if len(cpus) > 1 else None
+    return cpus[index] if len(cpus) > 1 else None
 
 
 @pytest.fixture(autouse=True)
@@ -119,6 +120,14 @@ def llama_spec(llama_spec_server: LlamaServer) -> str:
 
 
 @pytest.fixture(scope="session")
+def vllm_server_cpu() -> int | None:
+    """The core the vLLM servers are pinned to: the first, where the llama-servers have the last
+    (``LOADGEN_E2E_VLLM_CPU`` picks another, ``-1`` disables pinning). The two groups run side by side on two
+    workers: with all four servers on the last core, the host sat 43 % idle while both groups ran (vmstat)."""
+    return _server_cpu("LOADGEN_E2E_VLLM_CPU", 0)
+
+
+@pytest.fixture(scope="session")
 def vllm_python(live) -> Path:
     """The vLLM venv's Python (installed on first use: about 2 min, tests/e2e/vllm.py)."""
     return ensure_vllm()
@@ -129,32 +138,43 @@ def vllm_model(vllm_python: Path) -> Path:
     return ensure_vllm_model(vllm_python)
 
 
-@pytest.fixture(scope="session")
-def vllm_pair(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None) -> Iterator[dict[str, VllmServer]]:
-    """The baseline and the n-gram K=4 server, started side by side (each start is a minute or two of Python
-    imports on every core; serving, each is pinned to the servers' core). The speculative one runs in dev
-    mode: /reset_prefix_cache answers (loadgen --reset-cache); the baseline runs without, so a refused reset
-    is exercised too."""
-    servers = {"baseline": VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-baseline"),
-               "spec": VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-ngram4",
-                                  speculative=spec_config(), dev_mode=True)}
+def _start_side_by_side(servers: list[VllmServer]) -> None:
+    """Start every server at once: each start is a minute or two of Python imports on every core; serving,
+    each is pinned to the servers' core. The first failure is raised here, in the test's thread."""
     errors: list[BaseException] = []
 
-    def start_baseline() -> None:
+    def start(srv: VllmServer) -> None:
         try:
-            servers["baseline"].start()
-        except BaseException as e:  # re-raised below, in the test's thread
+            srv.start()
+        except BaseException as e:
             errors.append(e)
 
-    side = threading.Thread(target=start_baseline)
-    side.start()
+    threads = [threading.Thread(target=start, args=(srv,)) for srv in servers[1:]]
+    for t in threads:
+        t.start()
     try:
-        servers["spec"].start()
+        start(servers[0])
     finally:
-        side.join()
+        for t in threads:
+            t.join()
+    if errors:
+        for srv in servers:
+            srv.stop()
+        raise errors[0]
+
+
+@pytest.fixture(scope="session")
+def vllm_servers(vllm_python: Path, vllm_model: Path, vllm_server_cpu: int | None) -> Iterator[dict[str, VllmServer]]:
+    """The baseline, the n-gram K=4 and the n-gram K=2 server, started side by side (three at once: 3 x 5.75 GB;
+    one after another the K=2 one cost the group a start of its own, 60-140 s). The K=4 one runs in dev mode:
+    /reset_prefix_cache answers (loadgen --reset-cache); the others run without, so a refused reset is
+    exercised too. The K=2 one ends killed mid-stage (tests/e2e/test_vllm.py, its last use)."""
+    cfg = dict(model=vllm_model, python=vllm_python, cpu=vllm_server_cpu)
+    servers = {"baseline": VllmServer(**cfg, name="vllm-baseline"),
+               "spec": VllmServer(**cfg, name="vllm-ngram4", speculative=spec_config(), dev_mode=True),
+               "ngram2": VllmServer(**cfg, name="vllm-ngram2", speculative=spec_config(2))}
+    _start_side_by_side(list(servers.values()))
     try:
-        if errors:
-            raise errors[0]
         yield servers
     finally:
         for srv in servers.values():
@@ -162,10 +182,15 @@ def vllm_pair(vllm_python: Path, vllm_model: Path, llama_server_cpu: int | None)
 
 
 @pytest.fixture(scope="session")
-def vllm_baseline_server(vllm_pair: dict[str, VllmServer]) -> VllmServer:
-    return vllm_pair["baseline"]
+def vllm_baseline_server(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+    return vllm_servers["baseline"]
 
 
 @pytest.fixture(scope="session")
-def vllm_spec_server(vllm_pair: dict[str, VllmServer]) -> VllmServer:
-    return vllm_pair["spec"]
+def vllm_spec_server(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+    return vllm_servers["spec"]
+
+
+@pytest.fixture(scope="session")
+def vllm_ngram2_server(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+    return vllm_servers["ngram2"]

@@ -21,7 +21,7 @@ import pytest
 from loadgen.analysis.compare import BY_NAME
 from loadgen.analysis.coverage import not_comparable
 
-from .runs import LOADGEN, LOCUST, REPO, client_cpus, run_cli
+from .runs import LOADGEN, LOCUST, REPO, client_cpus, group_gone, run_cli, run_killing_server
 from .vllm import SERVED_NAME, VllmServer, spec_config
 
 pytestmark = pytest.mark.e2e
@@ -55,10 +55,10 @@ def _crossover(urls: dict[str, str], out: Path, workloads: list[str], server_cpu
 
 
 @pytest.fixture(scope="module")
-def xo(tmp_path_factory, vllm_baseline_server, vllm_spec_server, llama_server_cpu) -> dict:
+def xo(tmp_path_factory, vllm_baseline_server, vllm_spec_server, vllm_server_cpu) -> dict:
     out = tmp_path_factory.mktemp("vllm-xo") / "out"
     proc, doc, res = _crossover({"baseline": vllm_baseline_server.url, "spec": vllm_spec_server.url}, out, WORKLOADS,
-                                llama_server_cpu, "--reset-cache")
+                                vllm_server_cpu, "--reset-cache")
     print(proc.stdout)  # the answer, in the suite's log
     return {"out": out, "proc": proc, "doc": doc, "res": res}
 
@@ -184,16 +184,17 @@ def test_acceptance_per_position_from_the_counters_is_the_streams(vllm_spec_serv
         assert acc1 - acc0 == sum(counted) == sum(n - 1 for n in counts[1:]) + sum(cut), (counts, counted)
 
 
-def test_open_loop_and_locust_against_the_speculative_server(vllm_spec_server, llama_server_cpu, tmp_path) -> None:
+def test_open_loop_and_locust_against_the_speculative_server(vllm_spec_server, vllm_server_cpu, tmp_path) -> None:
     """A Poisson rate ladder (loadgen run --rate) and a Locust headless ramp: every request counted, its
-    events summed to its usage, and the open-loop stage's tokens against the server's counter. 16 output
+    events summed to its usage, the open-loop stage's tokens against the server's counter, and the Locust
+    master's scrapes against its load process's edges (tokens, accepted drafts). 16 output
     tokens at 0.25 req/s: at 0.5 req/s of 32-40 tokens the one-core server ran 4 at once past the first stage's
     10 s cool-down and every window request was cancelled (counted so, its tokens still agreeing)."""
     p = run_cli(LOADGEN + ["run", "--url", vllm_spec_server.url, "--protocol", "completions", "--model", SERVED_NAME,
                            "--workload", "predictable", "--rate", "0.25", "--duration", "12s", "--warmup", "2s",
                            "--max-tokens", "16", "--prompt-tokens", PROMPT_TOKENS, "--seed", "3",
                            "--out", str(tmp_path / "rate")],
-                cpus=client_cpus(llama_server_cpu), timeout=600)
+                cpus=client_cpus(vllm_server_cpu), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     (st,) = json.loads((tmp_path / "rate.json").read_text())["stages"]
     req = st["requests"]
@@ -205,7 +206,7 @@ def test_open_loop_and_locust_against_the_speculative_server(vllm_spec_server, l
 [run]
 ladder = [2]
 warmup = "0.5s"
-requests = 4
+duration = "10s"
 seed = 3
 workload = "predictable"
 max_tokens = "{MAX_TOKENS}"
@@ -218,21 +219,21 @@ protocol = "completions"
 model = "{SERVED_NAME}"
 """)
     p = run_cli(LOCUST + ["-f", str(REPO / "scenarios" / "ramp.py"), "--headless", "--config", str(cfg)],
-                cpus=client_cpus(llama_server_cpu), cwd=tmp_path, timeout=600)
+                cpus=client_cpus(vllm_server_cpu), cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     (st,) = json.loads((tmp_path / "ramp" / "ramp.json").read_text())["stages"]
-    assert st["requests"]["started"] == st["requests"]["completed"] == 4 and st["token_counts"] == "exact"
+    # a time window: the master scrapes at instants it knows ahead (a count window's end it does not)
+    assert st["requests"]["started"] == st["requests"]["completed"] >= 2 and st["token_counts"] == "exact"
     assert st["tokens_per_chunk"]["max"] > 1  # the speculative server's steps, one event each
+    checks = st["server"]["checks"]  # the master's scrapes against what the load process saw at the edges
+    assert checks["tokens"]["verdict"] == "agree" and checks["acceptance"]["verdict"] == "equal", checks
 
 
 @pytest.fixture(scope="module")
-def three(tmp_path_factory, vllm_model, vllm_python, vllm_baseline_server, vllm_spec_server,
-          llama_server_cpu) -> dict:
+def three(tmp_path_factory, vllm_baseline_server, vllm_spec_server, vllm_ngram2_server, vllm_server_cpu) -> dict:
     out = tmp_path_factory.mktemp("vllm-three") / "out"
-    with VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-ngram2",
-                    speculative=spec_config(2)) as k2:
-        proc, doc, res = _crossover({"baseline": vllm_baseline_server.url, "ngram4": vllm_spec_server.url,
-                                     "ngram2": k2.url}, out, ["predictable"], llama_server_cpu)
+    proc, doc, res = _crossover({"baseline": vllm_baseline_server.url, "ngram4": vllm_spec_server.url,
+                                 "ngram2": vllm_ngram2_server.url}, out, ["predictable"], vllm_server_cpu)
     print(proc.stdout)
     return {"proc": proc, "doc": doc, "res": res}
 
@@ -253,11 +254,51 @@ def test_three_configurations_compared_jointly(three) -> None:
     assert "predictable: output throughput" in three["proc"].stdout or "not compared" in three["proc"].stdout
 
 
+def _requests_begun(log) -> int:
+    """Requests the server has begun answering, from its own log (uvicorn logs each one as its response
+    starts): no HTTP to a server that may be too busy to answer a scrape in time (one read 0 tokens for the
+    whole first stage, on a host running the rest of the suite, and the kill landed after it)."""
+    try:
+        return log.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1" 200')
+    except OSError:
+        return 0
+
+
+def test_a_vllm_killed_mid_stage_is_counted_and_the_run_goes_on(three, vllm_ngram2_server, vllm_server_cpu,
+                                                                tmp_path) -> None:
+    """The K=2 server, its last use done (``three``): its whole process group (API server, engine core, worker)
+    killed once its second request has begun (the first has ended, C=1), with that one in flight: the stage
+    keeps its window, the streams cut and the sends that found no one are failures with their reasons, the
+    next stage runs (every send 'connect'), nothing is left."""
+    out = tmp_path / "doomed.json"
+    n = 6
+    srv = vllm_ngram2_server
+    cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--model", SERVED_NAME,
+                     "--ladder", "1,2", "--requests", str(n), "--warmup", "0s", "--workload", "freetext",
+                     "--max-tokens", "24", "--prompt-tokens", "32", "--out", str(out)]
+    try:
+        proc, run_pid, server_pid = run_killing_server(cmd, client_cpus(vllm_server_cpu), srv,
+                                                       lambda: _requests_begun(srv.log_path) >= 2)
+    finally:
+        srv.stop()  # killed: no longer one of the servers the suite checks are alive
+    stdout, stderr = proc.stdout, proc.stderr
+    assert proc.returncode == 0, stderr[-3000:]
+    first, second = json.loads(out.read_text())["stages"]
+    req = first["requests"]
+    assert req["started"] == req["completed"] + req["failed"] == n and req["failed"] >= 1, req
+    assert set(req["failures"]) <= {"disconnected", "connect", "truncated", "http_error"}, req["failures"]
+    assert sum(f["count"] for f in req["failures"].values()) == req["failed"]
+    req = second["requests"]
+    assert req["started"] == req["failed"] == n and set(req["failures"]) == {"connect"}, req
+    assert "× connect: cannot connect" in stdout
+    assert group_gone(run_pid) and group_gone(server_pid)
+
+
 CONFIGS4 = Path(__file__).parents[1] / "report" / "data" / "configs4-run.json.gz"
 
 
 def test_the_engine_terms_of_a_measured_policy_start_a_real_vllm(three, tmp_path, vllm_model, vllm_python,
-                                                               llama_server_cpu) -> None:
+                                                               vllm_ngram2_server, vllm_server_cpu) -> None:
     """A measured policy that switches (tests/report/data/configs4-run.json: three simulated configurations, the
     baseline up to C≈11 and EAGLE-3 above) with its servers replaced by what the probe found on these real vLLM
     servers (baseline, n-gram K=4, K=2): ``crossover --from`` writes it as vLLM's
@@ -273,7 +314,7 @@ def test_the_engine_terms_of_a_measured_policy_start_a_real_vllm(three, tmp_path
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "run.json").write_text(json.dumps(doc))
     p = run_cli(LOADGEN + ["crossover", "--from", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--no-report"],
-                cpus=client_cpus(llama_server_cpu), timeout=300)
+                cpus=client_cpus(vllm_server_cpu), timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads((tmp_path / "out" / "crossover.json").read_text())
     (term,) = [t for t in res["engine_terms"]["chat"]["terms"] if t["engine"] == "vllm"]
@@ -284,7 +325,8 @@ def test_the_engine_terms_of_a_measured_policy_start_a_real_vllm(three, tmp_path
     assert [k for _, _, k in ranges] == [0, 4], ranges  # the baseline below the switch, K=4 (spec) above
     assert "merge the key into that configuration's own --speculative-config" in term["caveat"]
     merged = {**spec_config(4), **config}  # the method, as the caveat says: the probe cannot see it
-    with VllmServer(model=vllm_model, python=vllm_python, cpu=llama_server_cpu, name="vllm-terms",
+    vllm_ngram2_server.stop()  # killed already in a whole run of this module: a fourth server would not fit
+    with VllmServer(model=vllm_model, python=vllm_python, cpu=vllm_server_cpu, name="vllm-terms",
                     speculative=merged) as srv:
         acc0, pos0 = _counters(srv.url)
         counts = _stream(srv.url, 24)

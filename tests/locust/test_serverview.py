@@ -54,6 +54,11 @@ def test_local_ramp_vllm_flavour_every_stage_has_the_server_block(favoured, tmp_
         # vLLM counts per step: the tokens received between the scrapes, bracketed around each scrape
         assert t["client_counts"] == "tokens received between the scrapes" and t["server"] > 0
         assert s["cache_reset"]["how"] == "POST /reset_prefix_cache"
+        a = s["server"]["checks"]["acceptance"]
+        if s["target"] == "spec":  # accepted drafts: the tokens past each event's first, around the master's scrapes
+            assert a["verdict"] == "equal" and a["counts"]["accepted_tokens"]["client"] > 0, a
+        else:
+            assert a["verdict"] == "not comparable", a
 
 
 def _metric(url: str, name: str) -> float:
