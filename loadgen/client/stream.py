@@ -26,6 +26,10 @@ from loadgen.request import GenRequest
 from loadgen.client.sse import SSEParser
 from loadgen.client.tokencount import TokenCounter, reconcile
 
+POSITIONS = 16
+"""Draft positions the client counts apart (:meth:`StreamClient.positions_seen`): more than any
+``num_speculative_tokens`` in use (EAGLE-3 drafts 3-8; vLLM's n-gram default 5)."""
+
 _now = time.perf_counter_ns
 
 
@@ -226,6 +230,10 @@ class StreamClient:
         self.events_seen = 0
         """Events that carried tokens: ``tokens_seen - events_seen`` are the tokens past the first of each
         event, the accepted drafts on a stream that carries one step an event (vLLM's)."""
+        self.event_sizes = [0] * (POSITIONS + 2)
+        """Events of k tokens for k ≥ 2 at index k (the last index: that many or more), counted as they
+        arrive: on a one-step-an-event stream, position p was accepted in each event of p + 2 tokens or more
+        (:meth:`positions_seen`). Only events of several tokens pay for it."""
         self.inflight: dict[str, RequestRecord] = {}
         """rid → record of every request being streamed: a stage cut short folds their chunks so far."""
         self._session: aiohttp.ClientSession | None = None
@@ -386,6 +394,15 @@ class StreamClient:
                 self.stale_resends += 1
                 self.close_after_stream = True
 
+    def positions_seen(self) -> tuple[int, ...]:
+        """Per draft position p (0 to POSITIONS - 1), the events so far of p + 2 tokens or more: on a stream of
+        one engine step an event, the drafts accepted at that position (vLLM's per-position counter)."""
+        out, run = [], 0
+        for k in range(len(self.event_sizes) - 1, 1, -1):
+            run += self.event_sizes[k]
+            out.append(run)
+        return tuple(reversed(out))
+
     async def _read_stream(self, resp, rec, state, texts, marks) -> None:
         parser = SSEParser()
         feed = parser.feed_data
@@ -394,6 +411,7 @@ class StreamClient:
         chunk_tokens = rec.chunk_tokens
         chunk_tokens_append = chunk_tokens.append
         events = len(chunk_tokens)
+        sizes, top = self.event_sizes, POSITIONS + 1
         readany = resp.content.readany
         while data := await readany():
             if marks:
@@ -411,6 +429,8 @@ class StreamClient:
                         chunk_ns_append(stamp)
                         chunk_tokens_append(n)
                         seen += n
+                        if n > 1:
+                            sizes[n if n < top else top] += 1
                     elif n:
                         chunk_ns_append(stamp)
                         chunk_tokens_append(UNKNOWN)

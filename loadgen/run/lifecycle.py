@@ -75,6 +75,7 @@ class Lifecycle:
         self.cooldown_overran = False
         self.tokens_open: tuple[int, int] | None = None
         self.past_first_open: tuple[int, int] | None = None
+        self.positions_open: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         if spec.max_warmup_s is None:
             # a fixed warm-up: the window is known before any user starts
             self.open_window(t0 + int(spec.warmup_s * 1e9))
@@ -111,17 +112,19 @@ class Lifecycle:
     async def drive(self, *, tokens: Callable[[], int] | None = None, waiting: Callable[[], int] | None = None,
                     opened: Callable[[int], None] | None = None,
                     open_at: Callable[[], int | None] | None = None,
-                    past_first: Callable[[], int] | None = None) -> None:
+                    past_first: Callable[[], int] | None = None,
+                    positions: Callable[[], tuple[int, ...]] | None = None) -> None:
         """Warm-up, window and cool-down, within the stage's budget (hit, the stage is cut there).
 
         ``tokens`` (tokens seen so far) and ``waiting`` (users whose first request is not streaming yet)
         feed an adaptive warm-up; ``past_first`` (tokens seen past the first of each event: a per-step
-        server's accepted drafts) is read beside ``tokens`` at the scrapes; ``waiting`` at the window's
+        server's accepted drafts) and ``positions`` (per draft position, the events long enough to reach it:
+        its accepted drafts there) are read beside ``tokens`` at the scrapes; ``waiting`` at the window's
         opening is the stage's ``warmup`` record.
         ``opened``/``open_at`` share the window's instant between processes.
         A cancellation (Ctrl-C, an aborted Locust stage) goes through to the caller.
         """
-        phases = self._phases(tokens, waiting, opened, open_at, past_first)
+        phases = self._phases(tokens, waiting, opened, open_at, past_first, positions)
         if self.deadline is None:
             await phases
             return
@@ -134,21 +137,23 @@ class Lifecycle:
         """Ctrl-C / SIGTERM: keep what the window measured so far, cut at this instant."""
         self.state.cut_here("interrupt")
 
-    async def _phases(self, tokens, waiting, opened, open_at, past_first) -> None:
+    async def _phases(self, tokens, waiting, opened, open_at, past_first, positions) -> None:
         state, spec, probe = self.state, self.spec, self.probe
         ws = await self._find_window_start(tokens, waiting, opened, open_at)
         seen = tokens or (lambda: 0)
         firsts = past_first or (lambda: None)  # None: not counted, the acceptance check says so
+        reached = positions or (lambda: None)
         if probe is not None:
             # the server's counters just before the window, so the scrape (a few ms, 3-9 ms measured
             # on the simulator) is not inside the window it measures; the client's token count read
             # on both sides of it, for a server that counts per step (vLLM)
             await _sleep_until(ws - OPEN_SCRAPE_LEAD_NS)
-            before, first_before = seen(), firsts()
+            before, first_before, reached_before = seen(), firsts(), reached()
 
             def read_open(_) -> None:
                 self.tokens_open = (before, seen())
                 self.past_first_open = None if first_before is None else (first_before, firsts())
+                self.positions_open = None if reached_before is None else (reached_before, reached())
 
             # not awaited past the window's start: a slow page (llama.cpp took 749 ms at C=256 on
             # the H200) must not hold the window's own bookkeeping back
@@ -165,10 +170,11 @@ class Lifecycle:
         self._close_window(state.we)
         if probe is not None:
             await opening
-            before, first_before = seen(), firsts()
+            before, first_before, reached_before = seen(), firsts(), reached()
             state.server = await probe.at_close()
             tokens_close = (before, seen())
             past_first_close = None if first_before is None else (first_before, firsts())
+            positions_close = None if reached_before is None else (reached_before, reached())
             span = probe.span_ns
             if state.server is not None and span is not None:
                 # what a counter that moves at request end (SGLang, llama.cpp) should have added
@@ -186,7 +192,8 @@ class Lifecycle:
                 view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))),
                                   ended_between(self.ended, *span), self.tokens_open, tokens_close, probe.max_running,
                                   ended_narrow=narrow, ended_wide=wide, open_loop=spec.open_loop,
-                                  past_first_open=self.past_first_open, past_first_close=past_first_close)
+                                  past_first_open=self.past_first_open, past_first_close=past_first_close,
+                                  positions_open=self.positions_open, positions_close=positions_close)
                 add_checks(state.server, view)
         try:
             await asyncio.wait_for(state.wait_inside_done(), spec.max_cooldown_s)

@@ -95,7 +95,8 @@ async def run_stage(
                     report_progress(progress, client, life.folder, life.state, spec, t0)))
             try:
                 await life.drive(tokens=lambda: client.tokens_seen, waiting=pacing.waiting, opened=opened,
-                                 open_at=open_at, past_first=lambda: client.tokens_seen - client.events_seen)
+                                 open_at=open_at, past_first=lambda: client.tokens_seen - client.events_seen,
+                                 positions=client.positions_seen)
             except asyncio.CancelledError:
                 life.interrupted()
             finally:

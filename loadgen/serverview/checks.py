@@ -93,6 +93,10 @@ class ClientView:
     """Tokens the client had received past the first of each event, just before and just after the opening
     scrape (``past_first_close``: the closing one): a per-step stream's accepted drafts (vLLM)."""
     past_first_close: tuple[int, int] | None = None
+    positions_open: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    """Per draft position p, the client's events of p + 2 tokens or more so far, just before and just after
+    the opening scrape (``positions_close``: the closing one): a per-step stream's accepted drafts at p."""
+    positions_close: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     def ended_range(self, attr: str) -> tuple[float, float]:
         """(low, high) of one sum over the requests the server can have counted (the midpoint count when
@@ -225,7 +229,33 @@ def _step_acceptance(block: dict, view: ClientView) -> dict:
     if cut:
         out["why"] = (f"the server also counts drafts accepted past max_tokens: up to {k} for each of the {ended} "
                       "requests that ended between the scrapes")
+    per = _positions(block, view, ended if cut else 0)
+    if per is not None:
+        out["per_position"] = per
+        if per["verdict"] != "equal":
+            out["verdict"] = "differ"
     return out
+
+
+def _positions(block: dict, view: ClientView, cut_each: int) -> dict | None:
+    """Per position, the server's accepted drafts against the client's events that reached it between the
+    scrapes (each event of p + 2 tokens or more accepted position p). A request cut at max_tokens can have
+    had one more counted at each position past its last streamed token: ``cut_each`` (the requests that
+    ended) more at most, per position."""
+    server = block.get("accepted_per_position")
+    if not server or view.positions_open is None or view.positions_close is None:
+        return None
+    (ob, oa), (cb, ca) = view.positions_open, view.positions_close
+    n = min(len(server), len(ob))
+    client, ranges, same = [], [], True
+    for p in range(n):
+        lo, hi = cb[p] - oa[p], ca[p] - ob[p] + cut_each
+        tol = (TOKENS_AGREE_PCT / 100) * max(server[p], hi, 1)
+        client.append(round(((cb[p] + ca[p]) - (ob[p] + oa[p])) / 2, 1))
+        ranges.append([lo, hi])
+        same = same and lo - tol <= server[p] <= hi + tol
+    return {"verdict": "equal" if same else "differ", "client": client, "server": list(server[:n]),
+            "client_range": ranges}
 
 
 def running_check(block: dict, view: ClientView) -> dict:

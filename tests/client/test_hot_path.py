@@ -239,3 +239,37 @@ def test_a_reader_that_starts_after_the_first_events_stamps_the_first_with_its_o
     assert abs(rec.chunk_ns[0] - sent[0]) < 3_000_000, (rec.chunk_ns[0] - sent[0]) / 1e6
     assert rec.chunk_ns[1] == rec.chunk_ns[0] and rec.coalesced_reads == 1
     assert abs(rec.chunk_ns[2] - sent[2]) < 3_000_000, (rec.chunk_ns[2] - sent[2]) / 1e6
+
+
+def test_positions_seen_counts_the_events_that_reached_each_draft_position():
+    """Events of 1, 5, 3, 1 and 17 tokens (cumulative counts 1, 6, 9, 10, 27): position p was reached by the
+    events of p + 2 tokens or more — 3, 3, 2, 2, then the 17-token one alone up to the last position counted
+    (POSITIONS, a 17-token event reaching it) — and the tokens past each event's first are 22 (4 + 2 + 16)."""
+    from loadgen.client.stream import POSITIONS
+
+    loop = new_event_loop()
+
+    async def handler(request):
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for total in (1, 6, 9, 10, 27):
+            await resp.write(EV % (total, b'{"type":"length"}' if total == 27 else b"null"))
+            await asyncio.sleep(0.01)  # one read an event (several in one read count the same)
+        return resp
+
+    runner, url = _serve(loop, handler)
+
+    async def go():
+        async with StreamClient(url, get_protocol("sglang")) as c:
+            assert c.positions_seen() == (0,) * POSITIONS
+            rec = await c.stream(GenRequest(workload="w", prompt="p", max_tokens=27), "r-1")
+            return rec, c.positions_seen(), c.tokens_seen - c.events_seen
+
+    try:
+        rec, reached, past_first = loop.run_until_complete(go())
+    finally:
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+    assert list(rec.chunk_tokens) == [1, 5, 3, 1, 17]
+    assert POSITIONS == 16 and reached == (3, 3, 2, 2) + (1,) * 12 and past_first == 22

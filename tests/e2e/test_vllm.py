@@ -78,7 +78,8 @@ def test_the_probe_says_which_server_speculates_and_how_far(xo: dict) -> None:
 
 def test_every_stage_against_the_servers_counters(xo: dict) -> None:
     """Per stage: tokens received between the scrapes against vLLM's per-step generation counter, accepted
-    drafts against the tokens past each event's first, the running gauge against C, the cache reset."""
+    drafts against the tokens past each event's first (in all and per position), the running gauge against C,
+    the cache reset."""
     for st in xo["doc"]["stages"]:
         where = (st["target"], st["concurrency"], list(st["workloads"]))
         req = st["requests"]
@@ -100,6 +101,8 @@ def test_every_stage_against_the_servers_counters(xo: dict) -> None:
             # an n-gram draft is as long as the match's continuation, up to K=4
             assert sv["accepted_tokens"] <= sv["draft_tokens"] <= 4 * sv["drafts"], (where, sv)
             assert len(sv["accepted_per_position"]) == 4, sv
+            # per position too: the events that reached it between the scrapes, up to one cut per request
+            assert a["per_position"]["verdict"] == "equal" and len(a["per_position"]["client"]) == 4, a
             if "predictable" in st["workloads"]:  # freetext (sampled) accepted 0-4 % of drafts: maybe none
                 assert st["tokens_per_chunk"]["max"] > 1, where  # a step's accepted drafts, in one event
             assert reset["ok"] and reset["how"] == "POST /reset_prefix_cache", reset

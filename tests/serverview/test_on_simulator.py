@@ -46,6 +46,10 @@ def test_crossover_in_the_vllm_flavour_with_cache_resets(favoured, tmp_path):
             pos = s["acceptance_per_position"]
             assert pos and all(a >= b for a, b in zip(pos, pos[1:])) and 0 < pos[0] <= 1
             assert s["mean_accept_length"] > 1 and s["drafts"] > 0
+            # one event a step: each of p + 2 tokens or more accepted position p, as the counter took it
+            a = s["checks"]["acceptance"]
+            assert a["verdict"] == "equal" and a["per_position"]["verdict"] == "equal", a
+            assert len(a["per_position"]["client"]) == len(pos) and a["per_position"]["client"][0] > 0, a
         else:
             assert s["drafts"] is None and s["acceptance_per_position"] is None  # no spec family on a baseline
 

