@@ -209,10 +209,10 @@ def test_open_loop_and_locust_against_the_speculative_server(vllm_spec_server, v
 [run]
 ladder = [2]
 warmup = "0.5s"
-duration = "10s"
+duration = "12s"
 seed = 3
 workload = "predictable"
-max_tokens = "{MAX_TOKENS}"
+max_tokens = "16"
 prompt_tokens = {PROMPT_TOKENS}
 out = "{tmp_path / 'ramp'}"
 
@@ -225,8 +225,9 @@ model = "{SERVED_NAME}"
                 cpus=client_cpus(vllm_server_cpu), cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     (st,) = json.loads((tmp_path / "ramp" / "ramp.json").read_text())["stages"]
-    # a time window: the master scrapes at instants it knows ahead (a count window's end it does not)
-    assert st["requests"]["started"] == st["requests"]["completed"] >= 2 and st["token_counts"] == "exact"
+    # a time window: the master scrapes at instants it knows ahead (a count window's end it does not). How
+    # many requests start in it is the host's speed: CI's busy host started 1 of 32-40 tokens in 10 s at C=2
+    assert st["requests"]["started"] == st["requests"]["completed"] >= 1 and st["token_counts"] == "exact"
     assert st["tokens_per_chunk"]["max"] > 1  # the speculative server's steps, one event each
     checks = st["server"]["checks"]  # the master's scrapes against what the load process saw at the edges
     assert checks["tokens"]["verdict"] == "agree" and checks["acceptance"]["verdict"] == "equal", checks
