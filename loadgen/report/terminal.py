@@ -22,7 +22,7 @@ from loadgen.analysis.engineterms import Translation
 from loadgen.analysis.rates import RATE_METRICS
 from loadgen.report.inputs import PRIMARY, slices
 from loadgen.report.table import aligned
-from loadgen.report.words import ALONE, finding, leans_against, sglang_hint, winner_word
+from loadgen.report.words import ALONE, finding, leans_against, threshold_hint, winner_word
 
 if TYPE_CHECKING:
     from loadgen.sim.profiles import Profile
@@ -175,7 +175,7 @@ def summary_text(doc: dict, res: dict, metric: str | None = None, verbose: bool 
     """The terminal version of the report: the answer per workload, its table, the flags once."""
     metric = metric or res.get("decides", PRIMARY)
     lines = [f"{res['baseline']} vs {res['spec']}"]
-    hint = sglang_hint(doc, res)
+    hint = threshold_hint(doc, res)
     if hint:
         lines.append(f"  {hint}")
     if not any(metric in per for per in res["workloads"].values()):

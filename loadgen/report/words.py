@@ -10,7 +10,7 @@ in measured running-batch terms (:func:`adaptive_hint`, any engine; :func:`thres
 and the small text helpers the HTML pieces share (:func:`fmt_c`, :func:`slug`, …).
 Plain text only: escaping is left to whoever puts it in HTML.
 
-The dict forms :func:`winner_word` and :func:`sglang_hint` are the terminal's (loadgen/cli reads
+The dict forms :func:`winner_word` and :func:`threshold_hint` are the terminal's (loadgen/cli reads
 crossover.json as dicts); :func:`verdict_kind` is the open-loop page's (rates.py). Each is a thin edge over
 the typed rule, never a second copy of it.
 """
@@ -270,7 +270,7 @@ def threshold_sentence(wl: str, ths: list, rows: list) -> tuple[str, list[str]]:
     return (f"{wl}: {_batch_policy(batch)}" if batch else ""), extra
 
 
-def sglang_hint(doc: dict, res: dict, metric: str = PRIMARY, view=None) -> str | None:
+def threshold_hint(doc: dict, res: dict, metric: str = PRIMARY, view=None) -> str | None:
     """:func:`adaptive_hint` for an analysis as a dict (the terminal's ``loadgen report``); ``view``: the run's
     ServerView when made already for ``metric``'s crossovers."""
     from loadgen.analysis.serverview import server_view

@@ -13,7 +13,7 @@ from loadgen.histograms import Hist
 from loadgen.report.figures import mean_interval, percentile_curve
 from loadgen.report.html import render
 from loadgen.report.inputs import analysis, slices, usable
-from loadgen.report.words import sglang_hint
+from loadgen.report.words import threshold_hint
 from tests.report.synth import CROSS_C, run_doc, stage, write_run
 
 
@@ -101,7 +101,7 @@ def test_no_crossover_no_hint_and_no_marks(tmp_path):
     out = write_run(tmp_path / "r", doc)
     text = _html(render(out, png=False))
     res = orjson.loads((out / "crossover.json").read_bytes())
-    assert sglang_hint(doc, res) is None
+    assert threshold_hint(doc, res) is None
     assert "crossover interval" not in text and "running batch" not in text
     assert "No flags" in text
     assert "Speculation wins at every measured concurrency" in text
@@ -111,14 +111,14 @@ def test_hint_without_a_measured_running_batch_stays_in_concurrency_terms(synth_
     """The synthetic stages have no server block: the hint must not assume the running batch is C (issue 14)."""
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
     res = orjson.loads((synth_dir / "crossover.json").read_bytes())
-    hint = sglang_hint(doc, res)
+    hint = threshold_hint(doc, res)
     assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms — chat: crossover at C≈")
     assert "its running batch is not measured" in hint and "max_running_requests (48)" in hint
     assert "≈ C" not in hint and "below a running batch of" not in hint
     doc["run"]["servers"]["spec"]["engine"] = "vllm"
-    assert sglang_hint(doc, res).startswith("For vLLM: no adaptive threshold")  # every engine, not only SGLang
+    assert threshold_hint(doc, res).startswith("For vLLM: no adaptive threshold")  # every engine, not only SGLang
     doc["run"]["servers"]["spec"] = {"engine": "sglang", "server_info": {}}
-    assert "caps running requests" not in sglang_hint(doc, res)  # no cap known: none named
+    assert "caps running requests" not in threshold_hint(doc, res)  # no cap known: none named
 
 
 def test_repeated_stages_pool(tmp_path):
