@@ -175,7 +175,7 @@ def summary_text(doc: dict, res: dict, metric: str | None = None, verbose: bool 
     """The terminal version of the report: the answer per workload, its table, the flags once."""
     metric = metric or res.get("decides", PRIMARY)
     lines = [f"{res['baseline']} vs {res['spec']}"]
-    hint = threshold_hint(doc, res)
+    hint = threshold_hint(doc, res, metric)  # the deciding metric's crossovers, as the page's top hint
     if hint:
         lines.append(f"  {hint}")
     if not any(metric in per for per in res["workloads"].values()):

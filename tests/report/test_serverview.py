@@ -7,10 +7,12 @@ simulator does not produce.
 """
 
 import copy
+import gzip
 import html
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from loadgen.analysis.serverview import server_view
 from loadgen.report.html import render
 from loadgen.report.serverview import server_html
+from loadgen.report.terminal import summary_text
 from loadgen.report.words import fmt_c, threshold_hint
 from tests.analysis.test_serverview import block, doc_of, res_with, stage
 
@@ -193,3 +196,20 @@ def test_acceptance_per_position_says_when_drafts_stopped_short_of_k():
     c2["drafts"], c2["draft_tokens"] = 45, 140
     text = _text(server_html(server_view(doc, res_with()), "chat"))
     assert "drafts proposed 3.1–4.0 of 4 tokens on average" in text and "never reached it" in text, text
+
+
+def test_the_terminal_hint_follows_the_deciding_metric():
+    """With SLOs goodput decides (crossover.json's ``decides``): the hint ``loadgen report`` prints above its
+    tables is goodput's crossover through the measured batch, as the page's top hint, not output throughput's.
+    A closed run written before issue 28 (tests/cli/data) with goodput given decode rate's crossover (C≈7.8,
+    where output throughput's is C≈9.9)."""
+    data = Path(__file__).parents[1] / "cli" / "data"
+    doc = orjson.loads(gzip.open(data / "before-28-closed.run.json.gz").read())
+    res = orjson.loads(gzip.open(data / "before-28-closed.crossover.json.gz").read())
+    chat = res["workloads"]["chat"]
+    given = copy.deepcopy(chat["decode_rate"]["analysis"]["crossovers"])
+    chat["goodput_requests_per_s"]["analysis"]["crossovers"] = given
+    res["decides"] = "goodput_requests_per_s"
+    hint = threshold_hint(doc, res, "goodput_requests_per_s")
+    assert hint != threshold_hint(doc, res) and "crossover at C≈7.8" in hint
+    assert summary_text(doc, res).splitlines()[1] == f"  {hint}"
