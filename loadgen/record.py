@@ -52,6 +52,15 @@ class RequestRecord:
     """Sends repeated because a pooled connection was found closed before the request got out."""
     coalesced_reads: int = 0
     """Reads that found bytes from more than one socket receive: a sign of client lag."""
+    reasoning_spans: tuple[tuple[int, int], ...] = ()
+    """Half-open ranges of chunk indices whose chunks carried reasoning (thinking) deltas, in order; empty for
+    a stream without any. A chunk that carried both reasoning and answer text is the answer's (it brought the
+    first output token)."""
+    reasoning_tokens: int = 0
+    """Tokens of the chunks in ``reasoning_spans`` (counted like every chunk's)."""
+    server_reasoning_tokens: int | None = None
+    """The server's own count of reasoning tokens (usage ``completion_tokens_details.reasoning_tokens``,
+    SGLang's ``reasoning_tokens``); None if it sent none."""
 
     @property
     def ok(self) -> bool:
@@ -84,6 +93,22 @@ class RequestRecord:
     @property
     def tokens_received(self) -> int:
         return sum(self.chunk_tokens)
+
+    @property
+    def first_output_index(self) -> int | None:
+        """Index of the first chunk that carried output (answer) tokens, not reasoning; None if none did."""
+        i = 0
+        for lo, hi in self.reasoning_spans:
+            if lo > i:
+                break
+            i = max(i, hi)
+        return i if i < len(self.chunk_ns) else None
+
+    @property
+    def ttfo_ns(self) -> int | None:
+        """Time to first output token: the send to the first chunk of answer tokens (TTFT without reasoning)."""
+        i = self.first_output_index
+        return None if i is None else self.chunk_ns[i] - self.t0_ns
 
     def fail(self, error_class: str, message: str) -> None:
         # Keep the first failure: later ones are usually consequences of it.

@@ -315,10 +315,10 @@ class StreamClient:
         if not isinstance(req, Prepared):
             req = self.prepare(req, rid)
         req, rid, payload = req.req, req.rid, req.payload
-        state = StreamState()
         texts: list[str] | None = [] if self.tokenizer is not None else None
         rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now(),
                             planned_ns=planned_ns)
+        state = StreamState(chunks=rec.chunk_tokens)
         self.inflight[rid] = rec
         try:
             resp_cm, body = await self._send(payload, rec)
@@ -467,7 +467,13 @@ class StreamClient:
         rec.proposed_drafts = state.proposed_drafts
         if rec.accept_length is None and state.verify_ct and final:
             rec.accept_length = final / state.verify_ct
+        rec.server_reasoning_tokens = state.server_reasoning_tokens
+        if state.switches:
+            rec.reasoning_spans = state.reasoning_spans(len(rec.chunk_tokens))
         reconcile(rec, final, texts or [], self.tokenizer)
+        if rec.reasoning_spans:
+            tokens = rec.chunk_tokens
+            rec.reasoning_tokens = sum(sum(tokens[lo:hi]) for lo, hi in rec.reasoning_spans)
         if rec.output_tokens is None and rec.chunk_tokens:
             rec.output_tokens = sum(rec.chunk_tokens)
 

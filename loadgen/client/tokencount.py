@@ -20,6 +20,7 @@ hot path:
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from typing import Callable
 
 from loadgen.record import RequestRecord
@@ -72,6 +73,10 @@ def reconcile(
         keep = [i for i, c in enumerate(counts) if c > 0]
         rec.chunk_ns = array("q", (rec.chunk_ns[i] for i in keep))
         rec.chunk_tokens = array("l", (counts[i] for i in keep))
+        if rec.reasoning_spans:
+            # a span's ends move down by the chunks dropped before them
+            spans = ((bisect_left(keep, lo), bisect_left(keep, hi)) for lo, hi in rec.reasoning_spans)
+            rec.reasoning_spans = tuple((lo, hi) for lo, hi in spans if hi > lo)
 
 
 def _scale(values: list[int], total: int) -> list[int]:

@@ -7,6 +7,7 @@ errors, acceptance). Engine quirks live in adapters, never in the client.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import orjson
@@ -34,6 +35,15 @@ class StreamState:
     verify_ct: int | None = None
     accepted_drafts: int | None = None
     proposed_drafts: int | None = None
+    server_reasoning_tokens: int | None = None
+    """The server's count of reasoning tokens, from its usage."""
+    chunks: array = field(default_factory=lambda: array("l"))
+    """The record's chunk counts as the read loop appends them (after each event's ``on_event``): an adapter
+    that tells reasoning from output notes where the kind changed by this length, with no per-chunk work."""
+    thinking: bool = False
+    """The last text-carrying event was reasoning."""
+    switches: list[int] = field(default_factory=list)
+    """Chunk indices where the stream went into reasoning, then out of it, alternately (``thinking``)."""
     done: bool = False
     """The stream's end marker ([DONE]) was seen."""
     extra: dict = field(default_factory=dict)
@@ -43,6 +53,17 @@ class StreamState:
         if self.error_class is None:
             self.error_class = error_class
             self.error_message = str(message)[:500]
+
+    def switch(self) -> None:
+        """The event being read carries the other kind (reasoning or output) than the one before it."""
+        self.thinking = not self.thinking
+        self.switches.append(len(self.chunks))
+
+    def reasoning_spans(self, n_chunks: int) -> tuple[tuple[int, int], ...]:
+        """The chunk index ranges that carried reasoning, the last closed at ``n_chunks`` if still open;
+        empty ranges (a switch on an event that carried no token) dropped."""
+        cuts = [*self.switches, n_chunks] if len(self.switches) % 2 else self.switches
+        return tuple((lo, hi) for lo, hi in zip(cuts[::2], cuts[1::2]) if hi > lo)
 
 
 class Protocol:

@@ -41,7 +41,7 @@ class OpenAIStream(Protocol):
         return body
 
     @staticmethod
-    def _choice_text(choice: dict) -> str:
+    def _choice_text(state: StreamState, choice: dict) -> str:
         raise NotImplementedError
 
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
@@ -68,7 +68,7 @@ class OpenAIStream(Protocol):
                 _final_usage(state, usage)
             return 0
         choice = choices[0]
-        text = self._choice_text(choice)
+        text = self._choice_text(state, choice)
         finish = choice.get("finish_reason")
         if finish is not None:
             state.finish_reason = str(finish)
@@ -84,6 +84,7 @@ class OpenAIStream(Protocol):
                 state.prompt_tokens = int(prompt)
             if finish is not None:
                 state.final_completion_tokens = ct
+                _reasoning_usage(state, usage)
         else:
             if text:
                 state.extra["continuous"] = False
@@ -102,6 +103,17 @@ def _final_usage(state: StreamState, usage: dict) -> None:
         state.final_completion_tokens = int(usage["completion_tokens"])
     if usage.get("prompt_tokens") is not None:
         state.prompt_tokens = int(usage["prompt_tokens"])
+    _reasoning_usage(state, usage)
+
+
+def _reasoning_usage(state: StreamState, usage: dict) -> None:
+    # OpenAI's completion_tokens_details.reasoning_tokens; SGLang puts its own count at the top of usage
+    details = usage.get("completion_tokens_details")
+    n = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if n is None:
+        n = usage.get("reasoning_tokens")
+    if isinstance(n, int):
+        state.server_reasoning_tokens = n
 
 
 def _llama_draft_fields(state: StreamState, timings: dict) -> None:
@@ -121,7 +133,7 @@ class Completions(OpenAIStream):
         return body
 
     @staticmethod
-    def _choice_text(choice: dict) -> str:
+    def _choice_text(state: StreamState, choice: dict) -> str:
         return choice.get("text") or ""
 
 
@@ -135,7 +147,21 @@ class Chat(OpenAIStream):
         return body
 
     @staticmethod
-    def _choice_text(choice: dict) -> str:
-        delta = choice.get("delta") or {}
-        # Reasoning tokens are output tokens too: SGLang and vLLM count them in usage.
-        return (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+    def _choice_text(state: StreamState, choice: dict) -> str:
+        # Reasoning deltas (SGLang, llama.cpp and older vLLM: reasoning_content; vLLM now: reasoning) are
+        # completion tokens too, counted in usage like the answer's; the state notes where the kind changes.
+        # An answer event pays one flag test beyond reading its text.
+        delta = choice.get("delta")
+        if not delta:
+            return ""
+        text = delta.get("content")
+        if text:
+            if state.thinking:
+                # the answer starts; this event may end the thought too (one step across </think>)
+                state.switch()
+                return (delta.get("reasoning_content") or delta.get("reasoning") or "") + text
+            return text
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if thought and not state.thinking:
+            state.switch()
+        return thought or ""

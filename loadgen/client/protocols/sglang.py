@@ -50,6 +50,8 @@ class SGLangGenerate(Protocol):
             state.finish_reason = kind
             if ct is not None:
                 state.final_completion_tokens = ct
+            if isinstance(reasoning := meta.get("reasoning_tokens"), int):
+                state.server_reasoning_tokens = reasoning  # its text does not mark them: counted apart nowhere
             if kind == "abort":
                 status = finish.get("status_code") if isinstance(finish, dict) else None
                 message = finish.get("message", "aborted") if isinstance(finish, dict) else "aborted"
