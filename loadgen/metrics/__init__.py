@@ -53,6 +53,10 @@ class Metric:
     """Also kept per timeline bin without being a crossover metric (an open loop's SLO percentiles are
     bootstrapped over the window's bins: loadgen.analysis.rates)."""
 
+    only_with: str = ""
+    """A metric whose samples a slice must have for this one to be summarised (run.json, run.csv): time to first
+    output is every request's, but without reasoning in the slice it is TTFT again, not a figure of its own."""
+
     def slo_value(self, rec: RequestRecord) -> float | None:
         """The request's value (ms) checked against ``slo_key``; None: nothing to check for this request."""
         return None
@@ -109,6 +113,24 @@ def chunk_arrays(rec: RequestRecord, lo_ns: int, hi_ns: int) -> tuple[np.ndarray
     return ts, ks, (ts >= lo_ns) & (ts < hi_ns)
 
 
+def decode_time(rec: RequestRecord, reasoning: bool) -> tuple[int, int]:
+    """(ns, tokens) of a record's reasoning chunks (``reasoning``) or answer chunks, the stream's first excepted:
+    each chunk's gap to the chunk before it, of whichever kind, is the time its tokens took. A run of chunks
+    [lo, hi) took ``ts[hi - 1] - ts[lo - 1]``, so interleaved kinds cost a few slices, not a loop per chunk."""
+    ts, ks, n = rec.chunk_ns, rec.chunk_tokens, len(rec.chunk_ns)
+    spans = rec.reasoning_spans
+    if not reasoning:
+        cuts = [0, *(i for span in spans for i in span), n]
+        spans = [(lo, hi) for lo, hi in zip(cuts[::2], cuts[1::2])]
+    ns = tokens = 0
+    for lo, hi in spans:
+        lo = max(lo, 1)
+        if hi > lo:
+            ns += ts[hi - 1] - ts[lo - 1]
+            tokens += sum(ks[lo:hi])
+    return ns, tokens
+
+
 @dataclass(frozen=True)
 class CrossoverSample:
     """One metric the crossover analysis compares, and where its per-window samples are read.
@@ -157,16 +179,22 @@ from loadgen.metrics.e2e_planned import E2EPlanned  # noqa: E402
 from loadgen.metrics.goodput import Goodput  # noqa: E402
 from loadgen.metrics.itl import ITL  # noqa: E402
 from loadgen.metrics.output_throughput import OutputThroughput  # noqa: E402
+from loadgen.metrics.output_tpot import OutputTPOT  # noqa: E402
+from loadgen.metrics.reasoning_tokens import ReasoningTokens  # noqa: E402
+from loadgen.metrics.reasoning_tpot import ReasoningTPOT  # noqa: E402
 from loadgen.metrics.tokens_per_chunk import TokensPerChunk  # noqa: E402
 from loadgen.metrics.tpot import TPOT  # noqa: E402
+from loadgen.metrics.ttfo import TTFO  # noqa: E402
 from loadgen.metrics.ttft import TTFT  # noqa: E402
 from loadgen.metrics.ttft_planned import TTFTPlanned  # noqa: E402
 
 # The order here is the order of run.json's summaries, of run.csv's columns and of the SLO fields.
 REGISTRY: tuple[Metric, ...] = (TTFT(), ITL(), ChunkGap(), TPOT(), E2E(), TokensPerChunk(), AcceptLength(),
-                                 TTFTPlanned(), E2EPlanned(), DispatchLag())
+                                 TTFTPlanned(), E2EPlanned(), DispatchLag(), TTFO(), ReasoningTokens(),
+                                 ReasoningTPOT(), OutputTPOT())
 OPEN_LOOP_METRICS = ("ttft_planned", "e2e_planned", "dispatch_lag")
 """Metrics only an open-loop stage has samples of (its records carry a planned send time)."""
+
 BY_NAME: dict[str, Metric] = {m.name: m for m in REGISTRY}
 LATENCY_METRICS = tuple(m.name for m in REGISTRY if m.unit == "ms")
 RATES: tuple[Rate, ...] = (OutputThroughput(), DecodeRate(), Goodput())

@@ -127,8 +127,9 @@ class MetricSet:
                        "verify_steps": self.verify_steps},
             "token_counts": "approximate" if self.approximate_requests else "exact",
         }
+        hists = self.shown_hists()
         for m in REGISTRY:
-            out[m.name] = self.hists[m.name].summary(m.divisor)
+            out[m.name] = hists[m.name].summary(m.divisor)
         tpot = out["tpot"]
         if tpot.get("count"):
             # Per-user decode rate (tokens/s) = 1 / TPOT: its p50 is 1/p50, its p10 is 1/p90.
@@ -140,8 +141,14 @@ class MetricSet:
         if self.proposed_drafts:
             out["accept_rate"] = round(self.accepted_drafts / self.proposed_drafts, 4)
         out["timeline"] = self.timeline.to_dict(bins, bin_s)
-        out["histograms"] = {name: h.encode() for name, h in self.hists.items()}
+        out["histograms"] = {name: h.encode() for name, h in hists.items()}
         return out
+
+    def shown_hists(self) -> dict[str, Hist]:
+        """The histograms as written: a metric that needs another's samples (``Metric.only_with``) is empty in a
+        slice without them."""
+        return {m.name: (self.hists[m.name] if not m.only_with or self.hists[m.only_with].count else m.new_hist())
+                for m in REGISTRY}
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetricSet":
