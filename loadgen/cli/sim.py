@@ -38,6 +38,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="inject faults, each a per-request probability seeded by --seed: reset=P, http503=P, "
                         "http500=P, http429=P, error_event=P, malformed=P, stall=P:D, slow_headers=P:D, "
                         "truncate=P, and die_after=N, hang_after=N (docs/simulator.md, Faults)")
+    p.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
+                   help="chat streams each request's first N output tokens as reasoning_content deltas, then the "
+                        "answer as content, as a reasoning model behind a reasoning parser (usage counts them)")
     p.add_argument("--truth-file", type=Path, default=None, help="append per-request ground truth as JSONL")
     p.add_argument("--context-length", type=int, default=0)
     p.add_argument("--model-name", default="", help="served model name (default: the profile's)")
@@ -119,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         raise LoadgenError("--max-queued-requests must be >= 0")
     if args.max_running_requests < 0:
         raise LoadgenError("--max-running-requests must be >= 0")
+    if args.reasoning_tokens < 0:
+        raise LoadgenError("--reasoning-tokens must be >= 0")
     from loadgen.sim.faults import parse as parse_faults
     from loadgen.sim.server import ServerConfig
 
@@ -137,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         adaptive=args.speculative_adaptive,
         truth_path=args.truth_file,
         faults=faults,
+        reasoning_tokens=args.reasoning_tokens,
         context_length=args.context_length,
         model_name=args.model_name,
         host=args.host,

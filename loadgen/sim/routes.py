@@ -18,6 +18,7 @@ from aiohttp import web
 from loadgen.sim.faults import EARLY as EARLY_FAULTS
 from loadgen.sim.flight import Flight
 from loadgen.sim.scheduler import now_ns
+from loadgen.sim.textgen import OutputView
 from loadgen.sim.validate import BadRequest, Job, SchemaError, parse_chat, parse_completions, parse_generate
 from loadgen.sim.wire import DONE, SSE_HEADERS, json_response as _json, openai_error as _openai_error, sse as _sse
 
@@ -170,12 +171,14 @@ class GenerationRoutes:
 
     def _openai_full(self, fl: Flight, chat: bool) -> dict:
         req = fl.req
+        thought = fl.out.advance(min(req.produced, self.cfg.reasoning_tokens)) if chat else ""
         fl.out.advance(req.produced)
         reason, matched = self._openai_finish(fl)
         if chat:
             choice = {
                 "index": 0,
-                "message": {"role": "assistant", "content": fl.out.text, "reasoning_content": None, "tool_calls": None},
+                "message": {"role": "assistant", "content": fl.out.text[len(thought):],
+                            "reasoning_content": thought or None, "tool_calls": None},
                 "logprobs": None,
                 "finish_reason": reason,
                 "matched_stop": matched,
@@ -188,7 +191,7 @@ class GenerationRoutes:
                 "created": fl.created,
                 "model": fl.job.model,
                 "choices": [choice],
-                "usage": self._usage(fl, req.produced, True),
+                "usage": self._usage(fl, req.produced, True, chat=True),
                 "metadata": {"weight_version": "default"},
             }
         else:
@@ -223,14 +226,14 @@ class GenerationRoutes:
             return resp
         # Content events come from fixed byte templates: the hot path is one orjson call per event.
         if chat:
-            pre = b"data: " + head + b',"choices":[{"index":0,"delta":{"reasoning_content":null,"content":'
+            text = ChatText(head, self.cfg.reasoning_tokens)
             post = b'},"logprobs":null,"finish_reason":null,"matched_stop":null}]'
             role = (
                 b"data: " + head + b',"choices":[{"index":0,"delta":{"reasoning_content":null,"role":"assistant",'
                 b'"content":""},"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
             )
         else:
-            pre = b"data: " + head + b',"choices":[{"index":0,"text":'
+            text = PlainText(b"data: " + head + b',"choices":[{"index":0,"text":')
             post = b',"logprobs":null,"finish_reason":null,"matched_stop":null}]'
             role = b""
         usage_null = b"" if chat else b',"usage":null'
@@ -246,33 +249,33 @@ class GenerationRoutes:
             if self.burst:
                 # llama.cpp's shape: every token but the step's last its own event, written back to back
                 for m in range(sent + 1, n):
-                    d = out.advance(m)
-                    if chat and not d:
+                    mid = text.event(out, sent, m)
+                    if not mid:
                         continue  # no text for it (a trimmed stop string): the next event carries it
-                    usage = b',"usage":' + orjson.dumps(self._usage(fl, m, chat)) if job.continuous_usage else usage_null
-                    ev = pre + orjson.dumps(d) + post + usage + b"}\n\n"
+                    usage = b',"usage":' + orjson.dumps(self._usage(fl, m, chat, chat)) if job.continuous_usage else usage_null
+                    ev = mid + post + usage + b"}\n\n"
                     await resp.write(role + ev if first and chat else ev)
                     first = False
-                    self._stamp(fl, m - sent)
+                    self._stamp(fl, m - sent, text)
                     sent = m
-            delta = out.advance(n)
+            mid = text.event(out, sent, n)
             parts: list[bytes] = []
             if first and chat:
                 parts.append(role)
             first = False
             usage = (
-                b',"usage":' + orjson.dumps(self._usage(fl, n, chat)) if job.continuous_usage else usage_null
+                b',"usage":' + orjson.dumps(self._usage(fl, n, chat, chat)) if job.continuous_usage else usage_null
             )
             if not chat and req.finished:
                 reason, matched = self._openai_finish(fl)
                 fin = orjson.dumps({"finish_reason": reason, "matched_stop": matched})[1:-1]
-                parts.append(pre + orjson.dumps(delta) + b',"logprobs":null,' + fin + b"}]" + usage + b"}\n\n")
-            elif n > sent and (delta or not chat):
-                parts.append(pre + orjson.dumps(delta) + post + usage + b"}\n\n")
+                parts.append(mid + b',"logprobs":null,' + fin + b"}]" + usage + b"}\n\n")
+            elif n > sent and mid:
+                parts.append(mid + post + usage + b"}\n\n")
             if req.finished:
                 parts.append(self._stream_tail(fl, head, chat, usage_only=False))
             await resp.write(b"".join(parts))
-            self._stamp(fl, n - sent)
+            self._stamp(fl, n - sent, text)
             sent = n
             if req.finished:
                 return resp
@@ -291,8 +294,55 @@ class GenerationRoutes:
                 ext = {"sglext": {"spec_tokens_details": self._spec_details(req)}}
                 parts.append(b"data: " + head + b',"choices":[],' + orjson.dumps(ext)[1:] + b"\n\n")
         if job.include_usage:
-            usage = orjson.dumps({"choices": [], "usage": self._usage(fl, req.produced, chat)})[1:]
+            usage = orjson.dumps({"choices": [], "usage": self._usage(fl, req.produced, chat, chat)})[1:]
             parts.append(b"data: " + head + b"," + usage + b"\n\n")
         parts.append(DONE)
         return b"".join(parts)
 
+
+class PlainText:
+    """A completions stream's events: the tokens' text, even when empty (the finish rides on the last)."""
+
+    __slots__ = ("pre",)
+    think = 0
+    """Tokens a request thinks first (none here: the text is plain)."""
+
+    def __init__(self, pre: bytes) -> None:
+        self.pre = pre
+
+    def event(self, out: OutputView, sent: int, n: int) -> bytes:
+        """The event for tokens sent..n up to its text's end."""
+        return self.pre + orjson.dumps(out.advance(n))
+
+
+class ChatText:
+    """A chat stream's events: with ``think`` > 0 (``--reasoning-tokens``) a request's first ``think`` tokens go
+    as ``reasoning_content`` with ``content`` null, as a server's reasoning parser sends a model's thinking, the
+    rest as ``content``; a step across the boundary is one event carrying both (SGLang's and vLLM's parsers
+    return both halves of such a delta). An event without text is b"": not written, its tokens ride on the next."""
+
+    __slots__ = ("answer", "reason", "both", "think", "thought", "answered")
+
+    def __init__(self, head: bytes, think: int) -> None:
+        self.answer = b"data: " + head + b',"choices":[{"index":0,"delta":{"reasoning_content":null,"content":'
+        self.reason = b"data: " + head + b',"choices":[{"index":0,"delta":{"content":null,"reasoning_content":'
+        self.both = b"data: " + head + b',"choices":[{"index":0,"delta":{"reasoning_content":'
+        self.think = think
+        self.thought = 0
+        """Reasoning tokens of the event just built, until its stamp takes them (``SimServer._stamp``)."""
+        self.answered = True
+        """Whether that event carried answer text."""
+
+    def event(self, out: OutputView, sent: int, n: int) -> bytes:
+        if sent >= self.think:
+            delta = out.advance(n)
+            return self.answer + orjson.dumps(delta) if delta else b""
+        thought = out.advance(min(n, self.think))
+        delta = out.advance(n)
+        self.thought, self.answered = min(n, self.think) - sent, bool(delta)
+        if not thought:
+            self.thought = 0  # its tokens go with the answer's text, or with the next event
+            return self.answer + orjson.dumps(delta) if delta else b""
+        if not delta:
+            return self.reason + orjson.dumps(thought)
+        return self.both + orjson.dumps(thought) + b',"content":' + orjson.dumps(delta)

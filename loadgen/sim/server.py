@@ -65,6 +65,10 @@ class ServerConfig:
     move (its table's ``counted_when``: SGLang's when a request ends, vLLM's per step) and its cache-reset route."""
     faults: FaultSpec | None = None
     """Faults to inject (``--faults``, loadgen.sim.faults); None: none."""
+    reasoning_tokens: int = 0
+    """The chat route streams each request's first this many output tokens as reasoning (``reasoning_content``
+    deltas, content null) and the rest as its answer, as a reasoning model behind a reasoning parser; usage
+    counts them in ``reasoning_tokens``. They stay completion tokens: nothing else about the request changes."""
 
 
 
@@ -266,14 +270,20 @@ class SimServer(GenerationRoutes, AdminRoutes):
             generation_tokens=fl.req.produced,
         )  # fmt: skip
 
-    def _stamp(self, fl: Flight, n_new: int) -> None:
-        """Record one written event in the truth and the latency histograms."""
+    def _stamp(self, fl: Flight, n_new: int, text=None) -> None:
+        """Record one written event in the truth and the latency histograms; ``text``: the chat stream's
+        ``routes.ChatText`` that built it, whose reasoning tokens the truth counts."""
         t = now_ns()
         req = fl.req
         self.metrics.events_written += 1
         if not req.record:
             return
         req.truth.events.extend((t, n_new))
+        if text is not None and text.think:
+            req.truth.reasoning_tokens += text.thought
+            if text.answered and n_new > 0 and not req.truth.first_content_ns:
+                req.truth.first_content_ns = t
+            text.thought, text.answered = 0, True
         if n_new <= 0:
             return
         m = self.vmetrics or self.metrics
@@ -429,7 +439,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
             meta.update(self._spec_fields(req))
         return meta
 
-    def _usage(self, fl: Flight, completion: int, keep_nulls: bool) -> dict:
+    def _usage(self, fl: Flight, completion: int, keep_nulls: bool, chat: bool = False) -> dict:
         u = {
             "prompt_tokens": fl.req.prompt_tokens,
             "total_tokens": fl.req.prompt_tokens + completion,
@@ -437,9 +447,11 @@ class SimServer(GenerationRoutes, AdminRoutes):
         }
         if keep_nulls:
             u["prompt_tokens_details"] = None
-        u["reasoning_tokens"] = 0
+        # the chat route's reasoning parser counts them: SGLang's own field, then OpenAI's
+        thought = min(completion, self.cfg.reasoning_tokens) if chat else 0
+        u["reasoning_tokens"] = thought
         if keep_nulls:
-            u["completion_tokens_details"] = None
+            u["completion_tokens_details"] = {"reasoning_tokens": thought} if thought else None
         return u
 
     def _spec_details(self, req: SimRequest) -> dict:

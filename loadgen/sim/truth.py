@@ -44,6 +44,11 @@ class TruthRecord:
     """stop, length or abort (``error``, ``hang`` for a fault answered before any stream, see ``fault``)."""
     fault: str = ""
     """The fault injected into this request (``loadgen sim --faults``, loadgen.sim.faults), or ''."""
+    reasoning_tokens: int = 0
+    """Tokens a chat stream sent as reasoning text (``--reasoning-tokens``; in an event carrying both, its
+    reasoning part)."""
+    first_content_ns: int = 0
+    """When the first event carrying answer text was written, with ``--reasoning-tokens`` (0 otherwise)."""
 
     def as_dict(self) -> dict:
         return {
@@ -67,6 +72,8 @@ class TruthRecord:
             "accept_p": self.accept_p,
             "finish_reason": self.finish_reason,
             "fault": self.fault,
+            "reasoning_tokens": self.reasoning_tokens,
+            "first_content_ns": self.first_content_ns,
         }
 
 
