@@ -216,7 +216,8 @@ def ramp_plan(s: Settings, targets: list[Target], workloads: list[str], make_sou
                     duration_s=None if s.requests else s.duration, requests=s.requests, warmup_s=s.warmup,
                     processes=s.processes, loop=s.loop, commands=commands or {}, adapt_window=adapt_window,
                     max_stage_s=s.max_stage_time, max_run_s=s.max_run_time,
-                    server_metrics_interval=s.server_metrics_interval, reset_cache=bool(s.reset_cache))
+                    server_metrics_interval=s.server_metrics_interval, reset_cache=bool(s.reset_cache),
+                    repeat=s.repeat or 1)
 
 
 @dataclass

@@ -81,11 +81,14 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
         open_kw = {"arrival": getattr(cfg, "arrival", None) or "poisson",
                    "max_lag_ms": float(getattr(cfg, "max_dispatch_lag_ms", None) or 10.0)}
     plans = []
-    for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency"):
+    repeats = int(getattr(cfg, "repeat", None) or 1)
+    for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency",
+                            repeats=repeats):
         if rates:
             open_kw["rate"] = float(slot.value)
         plans.append(StagePlan(
             index=slot.index, step=slot.step, target=slot.target.as_dict(),
+            repeat=slot.repeat if repeats > 1 else None,
             concurrency=cap if rates else slot.value,
             warmup_s=cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
             max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
@@ -454,7 +457,7 @@ class Conductor:
                 merged.notes.append(f"cache not reset before the stage: {cur.reset.get('error')}")
         if merged.total.started == 0 and "no request started inside the steady window" not in merged.notes:
             merged.notes.append("no request started inside the steady window")
-        d = self.writer.add_stage(merged)
+        d = self.writer.add_stage(merged, **({} if plan.repeat is None else {"repeat": plan.repeat}))
         self.stages.append(d)
         log.info("loadgen: stage %d/%d done: %s %s: %d ok, %d failed, %.1f tok/s, TTFT p50 %s ms, "
                  "ITL p50 %s ms%s", plan.index + 1, len(self.plans), plan.label, plan.load_words,

@@ -31,6 +31,8 @@ class StagePlan:
     target: dict
     concurrency: int
     """A closed loop's users; an open loop's in-flight cap (0: none)."""
+    repeat: int | None = None
+    """Its pass over the ladder in a ramp with ``run.repeat`` (0 …, the results' ``repeat``); None without."""
     warmup_s: float = 5.0
     spawn_s: float = 0.0
     """Locust spawns the stage's users within this long; they all start together after it (as the runner's)."""

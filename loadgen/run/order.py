@@ -43,6 +43,8 @@ class Slot(Generic[T]):
     """The ladder's value and what it is: a concurrency, or in an open-loop ladder a rate (req/s) or a trace's
     speed."""
     target: T
+    repeat: int = 0
+    """Which pass over the ladder this stage is in (``--repeat N``: 0 … N-1; 0 without repeats)."""
 
     @property
     def value(self):
@@ -71,24 +73,31 @@ def rotation(n: int) -> list[list[int]]:
 
 def stage_order(targets: Sequence[T], ladder: Sequence[float], workloads: Sequence[str], *,
                 by_target: bool = False, extra: Sequence[tuple[str, float]] = (),
-                axis: str = "concurrency") -> list[Slot[T]]:
+                axis: str = "concurrency", repeats: int = 1) -> list[Slot[T]]:
     """The stages in the order they run: at each concurrency every target once, in :func:`rotation`'s order
     (A@1, B@1, A@2, B@2, … for two) per workload; ``by_target``: all of A, then B, then C.
 
-    ``extra`` (workload, C): stages run after the ladder for every target in turn (a crossover's
-    refinement rounds), their steps numbered on from the ladder's."""
+    ``repeats``: the whole ladder of a workload is run that many times, pass after pass (A@1, B@1, A@2,
+    B@2, A@1, B@1, …), so each pass is a run of its own that meets the drift of its own stretch of time,
+    as separate runs would; a pass keeps the first pass's prompts (``step``), so what differs between
+    passes is the server, not the input. ``extra`` (workload, C): stages run after the ladder for every
+    target in turn (a crossover's refinement rounds), once, their steps numbered on from the ladder's."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, not {repeats}")
     rows = rotation(len(targets))
     order, k = [], 0
     for w in workloads:
-        for step, c in enumerate(ladder):
-            order += [(ti, w, step, c) for ti in rows[k % len(rows)]]
-            k += 1
+        for r in range(repeats):
+            for step, c in enumerate(ladder):
+                order += [(ti, w, step, c, r) for ti in rows[k % len(rows)]]
+                k += 1
     if by_target:
-        order.sort(key=lambda x: x[0])  # stable: workload and ladder order kept
+        order.sort(key=lambda x: x[0])  # stable: workload, pass and ladder order kept
     for j, (w, c) in enumerate(extra):
-        order += [(ti, w, len(ladder) + j, c) for ti in rows[k % len(rows)]]
+        order += [(ti, w, len(ladder) + j, c, 0) for ti in rows[k % len(rows)]]
         k += 1
-    return [Slot(i, step, w, LoadPoint(axis, c), targets[ti]) for i, (ti, w, step, c) in enumerate(order)]
+    return [Slot(i, step, w, LoadPoint(axis, c), targets[ti], r)
+            for i, (ti, w, step, c, r) in enumerate(order)]
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ class RampPlan:
     """An open-loop ladder: ``ladder`` holds rates (req/s) or, with a trace, its speeds."""
     climb_past_saturation: bool = False
     """Open loop: go on to higher rates for a target after one of its stages saturated."""
+    repeat: int = 1
+    """--repeat: each workload's ladder run this many times, pass after pass (loadgen.run.order.stage_order);
+    each stage's dict says its pass (``repeat``), and the analysis gives the spread across passes."""
 
     @property
     def axis(self) -> str:
@@ -88,7 +91,7 @@ class RampPlan:
 
     def slots(self, extra_stages: list[tuple[str, int]] | tuple = ()):
         return stage_order(self.targets, self.ladder, self.workloads, by_target=bool(self.commands),
-                           extra=extra_stages, axis=self.axis)
+                           extra=extra_stages, axis=self.axis, repeats=self.repeat)
 
 
 def log(msg: str) -> None:
@@ -120,7 +123,8 @@ class _Ramp:
         self.sources = {w: plan.make_source(w) for w in plan.workloads}
         self.slots = slots = plan.slots(extra_stages)
         planned = writer.run.setdefault("planned_stages", [])
-        planned += [{"workload": s.workload, **s.load.as_dict(), "target": s.target.label} for s in slots]
+        planned += [{"workload": s.workload, **s.load.as_dict(), "target": s.target.label, **self._pass(s)}
+                    for s in slots]
         writer.run.setdefault("cut", None)
         self.durations = Durations()
         for d in writer.stages:  # refinement rounds: what earlier rounds measured
@@ -141,8 +145,14 @@ class _Ramp:
         high end of the range printed at 9 of them."""
 
     def _head(self, i: int, slot) -> str:
+        rep = f" pass {slot.repeat + 1}/{self.plan.repeat}" if self._pass(slot) else ""
         return f"[{i + 1}/{len(self.slots)}] {slot.target.label} {slot.load.words()} " \
-               f"workload={slot.workload}"
+               f"workload={slot.workload}{rep}"
+
+    def _pass(self, slot) -> dict:
+        """The ``repeat`` key of a stage's dict (and its planned and not-run entries) in a repeated run; none
+        for a refinement round's stage (run once, after the passes)."""
+        return {"repeat": slot.repeat} if self.plan.repeat > 1 and slot.step < len(self.plan.ladder) else {}
 
     def run(self) -> list[dict]:
         plan, n = self.plan, len(self.slots)
@@ -187,7 +197,7 @@ class _Ramp:
             log(f"{self._head(i, slot)}: not run, {decision.said}")
             self.writer.run.setdefault("not_run", []).append(
                 {"target": slot.target.label, "workload": slot.workload, "value": slot.value,
-                 "why": decision.why})
+                 "why": decision.why, **self._pass(slot)})
             return True
         self._measure(i, slot, decision)
         if self.budget.spent(i):
@@ -220,7 +230,7 @@ class _Ramp:
                               None if left_s is None else left_s - (spec.max_stage_s or 0.0))
         res, retried = self._run_retrying(i, slot, spec, after_s)
         extra = {"retried": retried} if retried is not None else {}
-        self._measured(self.writer.add_stage(res, **extra), slot)
+        self._measured(self.writer.add_stage(res, **extra, **self._pass(slot)), slot)
 
     def _run_retrying(self, i: int, slot, spec, after_s):
         """The stage's result, run a second time (once) when a server loadgen started died during it."""

@@ -94,6 +94,7 @@ class RampConfig:
     warmup_s: float = K.WARMUP_S
     duration_s: float | None = K.DURATION_S
     requests: int | None = None
+    repeat: int = 1
     seed: int = 0
     workload: str = K.WORKLOAD
     prompt_tokens: str | None = None

@@ -196,7 +196,11 @@ class Settings:
         parse=_dur, toml="run.duration", attr="duration_s", check="seconds", section="stages")
     requests: int | None = knob(
         "--requests", "close each window after N requests instead", renamed=("--stage-requests",), fronts=FRONTS,
-        type=int, toml="run.requests", attr="requests", check="integer", check_kw={"lo": 1}, section="stages")
+        parse=parse.count, toml="run.requests", attr="requests", check="integer", check_kw={"lo": 1}, section="stages")
+    repeat: int | None = knob(
+        "--repeat", "run each workload's ladder N times, pass after pass with the same prompts, and give each "
+        "stage's spread across the passes (CV) beside its interval (default {default})", default="1", parse=parse.count,
+        toml="run.repeat", attr="repeat", check="integer", check_kw={"lo": 1}, section="stages")
     seed: int | None = knob(
         "--seed", "prompt sequence seed (default 0)", fronts=FRONTS, default=0, type=int, toml="run.seed",
         attr="seed", check="integer", section="traffic")
@@ -267,7 +271,7 @@ class Settings:
         "--slo", "goodput SLOs, e.g. ttft_ms=500,tpot_ms=50", parse=_slo, parse_none=True, toml="slo", check="slo",
         section="traffic")
     processes: int | None = knob(
-        "--processes", "spread each stage's users over N processes (default 1)", default=1, type=int,
+        "--processes", "spread each stage's users over N processes (default 1)", default="1", parse=parse.count,
         section="stages")
 
     # target(s)

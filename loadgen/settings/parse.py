@@ -21,6 +21,17 @@ def duration(text: str, what: str = "--duration") -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def count(text: str, what: str) -> int:
+    """'5' → 5: a whole number >= 1 (a stage's requests, the passes, the processes)."""
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        raise LoadgenError(f"{what}: {text!r} is not a whole number") from None
+    if v < 1:
+        raise LoadgenError(f"{what}: must be >= 1, got {v}")
+    return v
+
+
 def ladder(text: str, what: str = "--ladder") -> list[int]:
     """'1,2,5,10' → [1, 2, 5, 10]: positive and strictly increasing."""
     try:

@@ -105,6 +105,19 @@ def test_stages_alternate_targets_and_share_the_prompt_seed():
     assert StagePlan.from_msg(plans[1].to_msg()) == plans[1]
 
 
+def test_a_repeated_ramp_runs_each_pass_with_the_first_pass_prompts():
+    cfg = parse("[run]\nladder = [1, 2]\nrepeat = 2\n[targets.base]\nurl = \"http://a:1\"\n"
+                "[targets.spec]\nurl = \"http://b:2\"\n")
+    plans = build_plans(cfg, cfg.targets, "r")
+    assert [(p.label, p.concurrency, p.repeat, p.step) for p in plans] == [
+        ("base", 1, 0, 0), ("spec", 1, 0, 0), ("base", 2, 0, 1), ("spec", 2, 0, 1),
+        ("base", 1, 1, 0), ("spec", 1, 1, 0), ("base", 2, 1, 1), ("spec", 2, 1, 1)]
+    assert StagePlan.from_msg(plans[5].to_msg()) == plans[5]
+    assert all(p.repeat is None for p in build_plans(parse("[run]\nladder = [1]\n"), cfg.targets))
+    with pytest.raises(LoadgenError, match="repeat"):
+        parse("[run]\nrepeat = 0\n")
+
+
 def test_shares_split_the_sequence_without_overlap():
     cfg = parse("[run]\nladder = [4]\n")
     plan = build_plans(cfg, [cfgmod.TargetConf("t", "http://h:1")])[0]

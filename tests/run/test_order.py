@@ -30,6 +30,24 @@ def test_one_server_at_a_time_then_the_extra_stages_for_every_target():
     assert [s.step for s in slots][-2:] == [2, 2]
 
 
+def test_repeats_run_the_whole_ladder_pass_after_pass_with_the_first_pass_prompts():
+    a, b = _targets()
+    slots = stage_order([a, b], [1, 4], ["chat", "code"], repeats=2, extra=[("chat", 2)])
+    assert [(s.workload, s.value, s.target.label, s.repeat) for s in slots] == [
+        ("chat", 1, "base", 0), ("chat", 1, "spec", 0), ("chat", 4, "base", 0), ("chat", 4, "spec", 0),
+        ("chat", 1, "base", 1), ("chat", 1, "spec", 1), ("chat", 4, "base", 1), ("chat", 4, "spec", 1),
+        ("code", 1, "base", 0), ("code", 1, "spec", 0), ("code", 4, "base", 0), ("code", 4, "spec", 0),
+        ("code", 1, "base", 1), ("code", 1, "spec", 1), ("code", 4, "base", 1), ("code", 4, "spec", 1),
+        ("chat", 2, "base", 0), ("chat", 2, "spec", 0)]
+    assert [s.step for s in slots][:8] == [0, 0, 1, 1, 0, 0, 1, 1]  # a pass sends the first pass's prompts
+    assert [s.index for s in slots] == list(range(18))
+    by = stage_order([a, b], [1, 4], ["chat"], repeats=3, by_target=True)
+    assert [(s.target.label, s.value, s.repeat) for s in by][:6] == [
+        ("base", 1, 0), ("base", 4, 0), ("base", 1, 1), ("base", 4, 1), ("base", 1, 2), ("base", 4, 2)]
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        stage_order([a, b], [1], ["chat"], repeats=0)
+
+
 def test_the_ramp_plan_takes_its_stages_from_the_one_order():
     targets = _targets()
     plan = RampPlan(targets=targets, ladder=[1, 2], workloads=["chat"], make_source=lambda w: None,
