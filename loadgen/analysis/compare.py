@@ -13,7 +13,7 @@ metric modules (loadgen.metrics.CROSSOVER).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from loadgen.analysis.coverage import (
@@ -32,6 +32,7 @@ from loadgen.analysis.coverage import (
 from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs, batch_sentence, excluded_words, policy_sentence
 from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
 from loadgen.analysis.engineterms import Translation, translate
+from loadgen.analysis.repeats import PassSpread, pass_spread
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
@@ -147,17 +148,18 @@ def failed_stages(doc: dict) -> dict[str, dict[int, str]]:
     return out
 
 
-def _slices(doc: dict) -> dict[tuple[str, str, int], list[dict]]:
-    """(target, workload, C) → the timelines of every stage slice measured there (not those whose every
-    request failed: :func:`all_failed`)."""
-    out: dict[tuple[str, str, int], list[dict]] = {}
+def _slices(doc: dict) -> dict[tuple[str, str, int], list[tuple[int, dict]]]:
+    """(target, workload, C) → (pass, timeline) of every stage slice measured there (not those whose every
+    request failed: :func:`all_failed`); the pass is the stage's ``repeat`` (0 in a run without repeats)."""
+    out: dict[tuple[str, str, int], list[tuple[int, dict]]] = {}
     for s in doc.get("stages", []):
         if not window_whole(s) or all_failed(s) or sim_starved(s) or not_comparable(s):
             continue
+        r = int(s.get("repeat") or 0)
         for wl, m in s.get("workloads", {}).items():
-            out.setdefault((s["target"], wl, s["concurrency"]), []).append(m["timeline"])
+            out.setdefault((s["target"], wl, s["concurrency"]), []).append((r, m["timeline"]))
         if len(s.get("workloads", {})) > 1:
-            out.setdefault((s["target"], "all", s["concurrency"]), []).append(s["timeline"])
+            out.setdefault((s["target"], "all", s["concurrency"]), []).append((r, s["timeline"]))
     return out
 
 
@@ -184,18 +186,24 @@ class MetricResult:
     """The verdict's finding alone, without what it rests on or the detail (the terminal's line for a metric
     that leans against the deciding one)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    passes: PassSpread | None = None
+    """A run with --repeat: each stage's figure per pass, its CV, each pass's own difference (analysis/repeats.py)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "unit": self.unit, "analysis": self.analysis.to_dict(),
-                "recommendation": self.recommendation, "verdict": self.verdict, "caveat": self.caveat,
-                "everywhere": self.everywhere, "finding": self.finding, **self.extra}
+        d = {"label": self.label, "unit": self.unit, "analysis": self.analysis.to_dict(),
+             "recommendation": self.recommendation, "verdict": self.verdict, "caveat": self.caveat,
+             "everywhere": self.everywhere, "finding": self.finding, **self.extra}
+        if self.passes is not None:
+            d["passes"] = self.passes.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetricResult":
-        known = ("label", "unit", "analysis", "recommendation", "verdict", "caveat", "everywhere", "finding")
+        known = ("label", "unit", "analysis", "recommendation", "verdict", "caveat", "everywhere", "finding", "passes")
         return cls(d["label"], d["unit"], MetricAnalysis.from_dict(d["analysis"]), d.get("recommendation", ""),
                    d.get("verdict", ""), d.get("caveat", ""), d.get("everywhere", False), d.get("finding", ""),
-                   {k: v for k, v in d.items() if k not in known})
+                   {k: v for k, v in d.items() if k not in known},
+                   PassSpread.from_dict(d["passes"]) if d.get("passes") else None)
 
 
 @dataclass
@@ -270,7 +278,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
             for (target, w, c), tls in sorted(slices.items(), key=lambda kv: kv[0][2]):
                 if w != wl or target not in by_label:
                     continue
-                values = [v for tl in tls for v in m.samples(tl)]
+                values = [v for _, tl in tls for v in m.samples(tl)]
                 if len(values) < 2:
                     continue
                 by_label[target].append(StageSamples(c, values, m.higher_is_better))
@@ -298,13 +306,46 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
                 continue
             a: MetricAnalysis = analyze(m.name, b, s, confidence=confidence, margin=margin, seed=seed,
                                         ladder=wl_ladder)
-            v = verdict(a, scope, advises=m.name == out.decides, worse_with_spec=m.spec.worse_with_spec)
+            passes = pass_spread(_per_pass(slices, wl, m, labels), base, spec, m.higher_is_better,
+                                 confidence=confidence, seed=seed)
+            m_scope = _with_pass_flags(scope, passes, common)
+            if passes is not None and m.name == out.decides:  # the terminal's and the page's flags list
+                for c, labels_c in m_scope.flagged.items():
+                    cov.flagged[c] = list(labels_c)
+            v = verdict(a, m_scope, advises=m.name == out.decides, worse_with_spec=m.spec.worse_with_spec)
             per_metric[m.name] = MetricResult(m.label, m.unit, a, v.sentence.replace(m.name + ":", m.label + ":", 1),
                                               v.kind, v.caveat, v.everywhere,
-                                              v.text.replace(m.name + ":", m.label + ":", 1))
+                                              v.text.replace(m.name + ":", m.label + ":", 1), passes=passes)
         out.workloads[wl] = per_metric
         out.coverage[wl] = cov.result(not_compared.get(wl, ""))
     return out
+
+
+def _per_pass(slices, wl: str, m: CrossoverMetric, labels: list[str]) -> dict[str, dict[int, dict[int, list[float]]]]:
+    """target → C → pass → that pass's window samples of ``m`` (passes of one stage pooled: a resumed stage)."""
+    out: dict[str, dict[int, dict[int, list[float]]]] = {}
+    for (target, w, c), tls in slices.items():
+        if w != wl or target not in labels:
+            continue
+        for r, tl in tls:
+            out.setdefault(target, {}).setdefault(c, {}).setdefault(r, []).extend(m.samples(tl))
+    return out
+
+
+PASSES_FLAG = "passes differ more than their windows allow"
+"""The flag's words; its figures (SD across passes, within one) are in the passes table (report/terminal)."""
+
+
+def _with_pass_flags(scope, passes: PassSpread | None, compared: set[int]):
+    """The scope a metric's verdict rests on, with each compared C whose passes disagree more than one pass's
+    interval says flagged: its pooled interval is narrower than what the server does from run to run."""
+    if passes is None or not (set(passes.beyond()) & compared):
+        return scope
+    flagged = {c: list(f) for c, f in scope.flagged.items()}
+    for c in passes.beyond():
+        if c in compared:
+            flagged.setdefault(c, []).append(PASSES_FLAG)
+    return replace(scope, flagged=flagged)
 
 
 def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,

@@ -115,6 +115,36 @@ def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dic
             f'</div>{xo}')
 
 
+def passes_table(ra: RunAnalysis, m: MetricResult) -> str:
+    """A repeated run (--repeat): per C each target's figure in every pass with its CV, the Δ each pass measured
+    on its own, and whether the passes agree within their windows (loadgen/analysis/repeats.py); "" without
+    repeats."""
+    p = m.passes
+    if p is None:
+        return ""
+    nd = 1 if m.unit in ("tok/s", "ms") else 3
+    rows = []
+    for c in sorted(set(p.deltas) | {c for per in p.by_target.values() for c in per}):
+        cells = []
+        for label in (ra.baseline, ra.spec):
+            s = (p.by_target.get(label) or {}).get(c)
+            cells.append("<td>–</td><td class=\"num\">–</td>" if s is None else
+                         f'<td class="num">{" ".join(f"{v:.{nd}f}" for v in s.values)}</td>'
+                         f'<td class="num">{"–" if s.cv is None else f"{100 * s.cv:.1f}"}</td>')
+        d = p.deltas.get(c)
+        per_pass = "–" if d is None else " ".join(f"{100 * x:+.1f}" for x in d.deltas)
+        word = "–" if d is None else ("differ" if d.beyond else "agree") + f": {d.spread_words}"
+        rows.append(f'<tr><td class="num">{c}</td>{"".join(cells)}<td class="num">{per_pass}</td>'
+                    f'<td class="{"sv-bad" if d is not None and d.beyond else "v-tie"}">{escape(word)}</td></tr>')
+    return (f'<h4>Across the {p.passes} passes (--repeat)</h4><table class="cmp passes"><thead><tr><th>C</th>'
+            f'<th>{escape(ra.baseline)} per pass</th><th>CV %</th><th>{escape(ra.spec)} per pass</th><th>CV %</th>'
+            '<th>Δ % per pass</th><th>passes</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table><div class="unit">{escape(m.label)} in {escape(m.unit)}, each '
+            'pass its own window; "differ": the passes scatter more than one pass\'s interval allows (χ² test, '
+            '99 %), so the interval above, from the pooled windows, is narrower than what the server does from run '
+            'to run</div>')
+
+
 def _pct_short(delta: float) -> str:
     """Δ as a short percentage; beyond ±1000 % as a ratio (×12), which reads better."""
     if delta >= 9.5:

@@ -29,7 +29,7 @@ from loadgen.analysis.crossover import MetricAnalysis
 from loadgen.report.charts import Chart
 from loadgen.report.configs import band, excluded_html, policy_list, policy_panel, policy_tabs, switch_truth
 from loadgen.report.figures import acceptance_chart, delta_chart, figure, hdr_chart, latency_chart, throughput_chart
-from loadgen.report.htmltables import chip, comparison_table, stage_table, verdict_matrix
+from loadgen.report.htmltables import chip, comparison_table, passes_table, stage_table, verdict_matrix
 from loadgen.report.inputs import Slice
 from loadgen.report.palette import colours_of
 from loadgen.report.templates import fragment
@@ -221,7 +221,7 @@ def workload_section(ra: RunAnalysis, wl: str, per_target: dict[str, dict[int, S
         lead = capitalised(without_metric(finding(m)))
         why = (f'<div class="why"><h3>{escape(f"Why: {label} at each concurrency")}</h3>'
                f'{_grid(figure(ch.decide), figure(ch.delta))}{comparison_table(ra, m, per_target, missing)}'
-               f'{_against(per_metric, ra.decides)}</div>')
+               f'{passes_table(ra, m)}{_against(per_metric, ra.decides)}</div>')
     else:  # never compared (or not for this metric): say so, never "no difference"; nothing to explain
         lead = capitalised(not_compared_sentence(ra, wl))
         why = ""

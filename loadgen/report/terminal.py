@@ -75,6 +75,8 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
         if cov.get("cut"):
             lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
         deciding = MetricResult.from_dict(m)
+        if deciding.passes is not None:
+            lines += passes_lines(deciding, res["baseline"], res["spec"])
         lines.append(f"  → {m['recommendation'] if verbose else finding(deciding)}")
         for name, other in per.items():
             o = MetricResult.from_dict(other)
@@ -87,6 +89,21 @@ def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None =
         compared = {wl: set((res.get("coverage") or {}).get(wl, {}).get("compared") or []) for wl in res["workloads"]}
         lines += _flags_once(doc, compared)
     return "\n".join(lines)
+
+
+def passes_lines(m: MetricResult, base: str, spec: str) -> list[str]:
+    """A repeated run (--repeat): per C each target's CV across the passes, the difference each pass measured on
+    its own, and whether the passes scatter more than one pass's interval allows (analysis/repeats.py)."""
+    p = m.passes
+    lines = [f"  across {p.passes} passes (--repeat): {m.label}'s CV per stage and each pass's own Δ %"]
+    rows = [["C", f"{base} CV %", f"{spec} CV %", "Δ % per pass", "passes"]]
+    for c in sorted(set(p.deltas) | {c for per in p.by_target.values() for c in per}):
+        cvs = [(p.by_target.get(t) or {}).get(c) for t in (base, spec)]
+        d = p.deltas.get(c)
+        rows.append([str(c), *("-" if s is None or s.cv is None else f"{100 * s.cv:.1f}" for s in cvs),
+                     "-" if d is None else " ".join(f"{100 * x:+.1f}" for x in d.deltas),
+                     "-" if d is None else ("differ" if d.beyond else "agree") + f": {d.spread_words}"])
+    return lines + ["  " + r for r in aligned(rows, rule=False)]
 
 
 def _flags_once(doc: dict, compared: dict[str, set[int]] | None = None) -> list[str]:
