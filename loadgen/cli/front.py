@@ -178,6 +178,9 @@ def open_plan(s: Settings) -> OpenPlan | None:
         raise LoadgenError("--max-in-flight is for open-loop stages: give --rate or --trace")
     if s.max_dispatch_lag is not None and not s.max_dispatch_lag > 0:
         raise LoadgenError(f"--max-dispatch-lag must be > 0 ms, got {s.max_dispatch_lag:g}")
+    if (s.repeat or 1) > 1 and (s.rate or s.trace):
+        raise LoadgenError("--repeat is for a ladder of concurrencies: the rate analysis reads one stage per rate "
+                           "(run an open-loop ladder again with another --out and compare the folders)")
     if not (s.rate or s.trace):
         return None
     times = None

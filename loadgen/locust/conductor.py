@@ -43,6 +43,7 @@ from pathlib import Path
 import orjson
 
 from loadgen import redact
+from loadgen.errors import LoadgenError
 from loadgen.run.order import stage_order
 from loadgen.run.results import ResultsWriter
 from loadgen.stage.result import StageAccumulator, StageResult
@@ -82,6 +83,8 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
                    "max_lag_ms": float(getattr(cfg, "max_dispatch_lag_ms", None) or 10.0)}
     plans = []
     repeats = int(getattr(cfg, "repeat", None) or 1)
+    if repeats > 1 and rates:
+        raise LoadgenError("run.repeat is for a ladder of concurrencies: the rate analysis reads one stage per rate")
     for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency",
                             repeats=repeats):
         if rates:

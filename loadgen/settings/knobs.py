@@ -200,6 +200,7 @@ class Settings:
     repeat: int | None = knob(
         "--repeat", "run each workload's ladder N times, pass after pass with the same prompts, and give each "
         "stage's spread across the passes (CV) beside its interval (default {default})", default="1", parse=parse.count,
+        fronts=("crossover",),
         toml="run.repeat", attr="repeat", check="integer", check_kw={"lo": 1}, section="stages")
     seed: int | None = knob(
         "--seed", "prompt sequence seed (default 0)", fronts=FRONTS, default=0, type=int, toml="run.seed",

@@ -64,3 +64,10 @@ def test_from_reads_the_passes_again(cli, repeated, tmp_path):
 def test_a_bad_repeat_is_one_line(value, said, tmp_path):
     p = in_process("crossover", "--repeat", value, "--out", str(tmp_path / "o"))
     assert p.returncode == 2 and said in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_open_loop_ladder_takes_no_repeats(tmp_path):
+    """The rate analysis reads one stage per target and rate: a second pass would be measured and not read."""
+    p = in_process("crossover", "--rate", "1,2", "--repeat", "2", "--out", str(tmp_path / "o"))
+    assert p.returncode != 0 and "--repeat is for a ladder of concurrencies" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "o").exists()

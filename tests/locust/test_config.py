@@ -116,6 +116,8 @@ def test_a_repeated_ramp_runs_each_pass_with_the_first_pass_prompts():
     assert all(p.repeat is None for p in build_plans(parse("[run]\nladder = [1]\n"), cfg.targets))
     with pytest.raises(LoadgenError, match="repeat"):
         parse("[run]\nrepeat = 0\n")
+    with pytest.raises(LoadgenError, match="run.repeat is for a ladder of concurrencies"):
+        build_plans(parse("[run]\nrate = [1.0, 2.0]\nrepeat = 2\n"), cfg.targets)
 
 
 def test_shares_split_the_sequence_without_overlap():
