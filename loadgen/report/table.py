@@ -33,6 +33,13 @@ def stage_table(stages: list[dict]) -> str:
             _f(d["tokens_per_chunk"].get("mean"), 2), _f(d["tpot"].get("p50"), 2),
             _f(d["accept_length"].get("mean"), 2), flag,
         ])
+    if any((d.get("reasoning_tokens") or {}).get("count") for d in stages):
+        # a reasoning model's stages: the answer's first token and the thought's length beside TTFT (the first
+        # token of either kind), so a long thought does not read as a slow server
+        at = head.index("TTFT p99") + 1
+        for row, d in zip(rows[1:], stages):
+            row[at:at] = [_f((d.get("ttfo") or {}).get("p50"), 2), _f((d.get("reasoning_tokens") or {}).get("mean"))]
+        head[at:at] = ["TTFO p50", "reasoning tok"]
     return _layout(rows, stages)
 
 

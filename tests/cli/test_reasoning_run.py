@@ -18,11 +18,13 @@ def _run(cli, tmp_path, extra_args):
     assert p.returncode == 0, p.stderr
     stage = json.loads(out.read_text())["stages"][0]
     row = next(csv.DictReader(io.StringIO((tmp_path / "run.csv").read_text())))
-    return stage, row
+    return stage, row, p.stdout
 
 
 def test_a_thinking_server_s_stage_has_the_reasoning_figures(cli, tmp_path):
-    s, row = _run(cli, tmp_path, ["--reasoning-tokens", str(THINK)])
+    s, row, out = _run(cli, tmp_path, ["--reasoning-tokens", str(THINK)])
+    head = next(line for line in out.splitlines() if line.lstrip().startswith("target"))
+    assert "TTFO p50" in head and "reasoning tok" in head  # the terminal's stage table
     done = s["requests"]["completed"]
     assert done > 0 and s["token_counts"] == "exact"
     assert s["reasoning_tokens"]["count"] == done and s["reasoning_tokens"]["min"] == s["reasoning_tokens"]["max"] == THINK
@@ -32,7 +34,8 @@ def test_a_thinking_server_s_stage_has_the_reasoning_figures(cli, tmp_path):
 
 
 def test_without_reasoning_the_stage_has_none_of_them(cli, tmp_path):
-    s, row = _run(cli, tmp_path, [])
+    s, row, out = _run(cli, tmp_path, [])
+    assert "TTFO" not in out and "reasoning" not in out
     assert s["requests"]["completed"] > 0
     for name in ("ttfo", "reasoning_tokens", "reasoning_tpot", "output_tpot"):
         assert s[name] == {"count": 0}, name
