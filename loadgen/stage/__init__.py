@@ -7,5 +7,7 @@ self-check — ready to be written, merged across processes and compared.
 
 - ``result``: the accumulator and the result types; ``timeline``: per-second bins;
 - ``selfcheck``: whether the client kept up (event-loop lag, CPU, stamp gaps);
+- ``switching``: whether speculation was on or off through the window, from the stream's chunks, and whether a
+  configuration that switches it thrashed;
 - ``load``: where a stage sits on its ladder, said as what it is (a concurrency, a rate, a trace's speed).
 """

@@ -17,6 +17,7 @@ from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, REGISTRY, SLO_METRICS
 from loadgen.record import CANCELLED, RequestRecord
 from loadgen.stage.selfcheck import SelfCheck, assess
+from loadgen.stage.switching import BUCKET_S, NOTE_HEAD, DraftBuckets, judge
 from loadgen.stage.timeline import BIN_HISTS, Timeline
 
 # np.unique imports numpy.ma on its first call (35 ms): made here, at start-up, not in a run's first fold
@@ -92,6 +93,8 @@ class MetricSet:
     proposed_drafts: int = 0
     verify_steps: int = 0
     timeline: Timeline = field(default_factory=Timeline)
+    draft_buckets: DraftBuckets = field(default_factory=DraftBuckets)
+    """Chunks and multi-token chunks per 10 ms of the window: whether speculation was on (stage/switching.py)."""
 
     def merge(self, other: "MetricSet") -> None:
         for name, h in other.hists.items():
@@ -104,6 +107,7 @@ class MetricSet:
             mine = self.failures.setdefault(cls, Failure(0, f.first_message))
             mine.count += f.count
         self.timeline.merge(other.timeline)
+        self.draft_buckets.merge(other.draft_buckets)
 
     def to_dict(self, window_s: float, bin_s: float) -> dict:
         bins = max(1, int(window_s / bin_s + 1e-9)) if bin_s > 0 else 0
@@ -176,6 +180,7 @@ class MetricSet:
         ms.accepted_drafts = drafts.get("accepted", 0)
         ms.proposed_drafts = drafts.get("proposed", 0)
         ms.verify_steps = drafts.get("verify_steps", 0)
+        ms.draft_buckets = DraftBuckets.from_dict(d.get("switching"))
         return ms
 
 
@@ -286,6 +291,12 @@ class StageResult:
                 # the schedule not kept comes first: its advice (the cap, more processes) is what to do
                 reasons.insert(0, why)
                 advice = tip
+        switching = self._switching(w)
+        notes = list(self.notes)
+        if "switching" in switching and switching["switching"].get("oscillating"):
+            note = judge(self.total.draft_buckets, w).note()
+            if note not in notes:
+                notes.append(note)
         return {
             "schema": SCHEMA,
             "target": self.target,
@@ -296,7 +307,7 @@ class StageResult:
             "window": {"start_ns": self.window_start_ns, "end_ns": self.window_end_ns, "duration_s": round(w, 4)},
             "incomplete": self.incomplete,
             "cut": self.cut,
-            "notes": list(self.notes),
+            "notes": notes,
             "server": self.server,
             "cache_reset": self.cache_reset,
             **({"warmup": self.warmup} if self.warmup is not None else {}),
@@ -317,7 +328,18 @@ class StageResult:
                 "loop_lag_histogram": lag.encode(),
             },
             "workloads": {name: ms.to_dict(w, b) for name, ms in sorted(self.by_workload.items())},
+            **switching,
         }
+
+    def _switching(self, window_s: float) -> dict:
+        """The stage's ``switching`` block: the buckets (so merges and reloads judge again) and what they say;
+        none where no chunk carried drafts (a plain server)."""
+        chunks, multi = self.total.draft_buckets.trimmed()
+        if not any(multi):
+            return {}
+        sw = judge(self.total.draft_buckets, window_s)
+        return {"switching": {"bucket_s": BUCKET_S, **(sw.to_dict() if sw is not None else {}),
+                              "chunks": chunks, "multi": multi}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
@@ -331,7 +353,8 @@ class StageResult:
             total=MetricSet.from_dict(d),
             by_workload={k: MetricSet.from_dict(v) for k, v in d.get("workloads", {}).items()},
             client=health, stage_index=d.get("stage_index", 0), processes=c.get("processes", 1),
-            incomplete=d.get("incomplete", False), notes=list(d.get("notes", [])),
+            incomplete=d.get("incomplete", False),
+            notes=[n for n in d.get("notes", []) if not str(n).startswith(NOTE_HEAD)],
             cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"), simulator=d.get("simulator"),
             warmup=d.get("warmup"),
             open_loop={k: v for k, v in d["open_loop"].items() if k in _OPEN_KEYS} if d.get("open_loop") else None,
@@ -419,6 +442,10 @@ class StageAccumulator:
             ms.window_tokens += int(k.sum())
             for b, n in _per_bin(t, k, lo, width):
                 tl.bump("tokens", b, int(n))
+            # a request's first token comes from its prefill, one token whatever the decoding: only the decode
+            # steps' chunks tell drafting from none (a prefill batch alone read as a fixed spec server's "off")
+            first = 1 if rec.chunk_ns and t[0] == rec.chunk_ns[0] else 0
+            ms.draft_buckets.add(t[first:] - lo, k[first:])
         if not started_inside:
             return
         ms.started += 1
