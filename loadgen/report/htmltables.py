@@ -192,6 +192,10 @@ def stage_table(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]]) -> str
 
     labels = labels_of(ra)
     colours = palette(labels) if len(labels) > 2 else {}  # three or more: each row with its colour
+    drafting = any((st.get("switching") or {}).get("cells") for per in per_target.values() for sl in per.values()
+                   for st in sl.stages)
+    if drafting:
+        head.insert(-2, "drafting")
     for label in labels:
         name = swatch(colours[label], label) if colours else escape(label)
         for c, sl in sorted(per_target.get(label, {}).items()):
@@ -205,8 +209,29 @@ def stage_table(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]]) -> str
                      "–" if ar is None else f"{ar * 100:.0f} %",
                      '<span class="b-warn badge">approx.</span>' if sl.d.get("token_counts") == "approximate" else "exact",
                      '<span class="b-warn badge">bound</span>' if bound else "ok"]
+            if drafting:
+                cells.insert(-2, _drafting(sl))
             cls = ' class="rowfail"' if req.get("failed") or sl.incomplete else ""
             rows.append(f"<tr{cls}>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
     return (f'<table class="stages"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table><div class="unit">latencies in ms; tok/s = output tokens '
-            f'arriving per second of the steady window; accept len = server-reported tokens per verify step</div>')
+            f'arriving per second of the steady window; accept len = server-reported tokens per verify step'
+            f'{DRAFTING_UNIT if drafting else ""}</div>')
+
+
+DRAFTING_UNIT = ("; drafting = the share of the window's cells in which the stream showed speculation on, and its "
+                 "switches on↔off (docs/metrics.md, switching)")
+
+
+def _drafting(sl: Slice) -> str:
+    """What the stream says speculation did in the slice's stages (stage/switching.py): on share and switches,
+    a badge where it thrashed; "–" where it showed none."""
+    parts = []
+    for st in sl.stages:
+        sw = st.get("switching") or {}
+        judged = sw.get("on", 0) + sw.get("off", 0)
+        if not judged:
+            continue
+        text = f"{100 * sw['on'] / judged:.0f} % on" + (f", {sw['switches']} switches" if sw.get("switches") else "")
+        parts.append(f'<span class="b-warn badge">{escape(text)}</span>' if sw.get("oscillating") else escape(text))
+    return "; ".join(parts) or "–"
