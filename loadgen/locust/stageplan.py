@@ -15,7 +15,7 @@ from typing import Iterator
 
 from loadgen.client.stream import Timeouts
 from loadgen.request import GenRequest
-from loadgen.run.order import fixed_spec
+from loadgen.run.order import fixed_spec, prompt_seed
 from loadgen.run.spec import StageSpec
 from loadgen.stage.load import LoadPoint
 from loadgen.stage.result import Slo
@@ -126,9 +126,9 @@ class StagePlan:
         return Timeouts(connect_s=self.connect_timeout_s, read_s=self.read_timeout_s)
 
     def requests_iter(self, share: int = 0, n_shares: int = 1) -> Iterator[GenRequest]:
-        """The stage's request sequence (seed + ladder step), this process's every n-th element."""
+        """The stage's request sequence (seed + ladder step, and its pass), this process's every n-th element."""
         from loadgen.workloads import Lengths, resolve
 
         lengths = Lengths.parse(self.prompt_tokens, self.max_tokens, self.tokenizer, self.ignore_eos)
-        it = resolve(self.workload, lengths).requests(self.seed + self.step)
+        it = resolve(self.workload, lengths).requests(self.seed + prompt_seed(self.step, self.repeat or 0))
         return it if n_shares <= 1 else itertools.islice(it, share, None, n_shares)

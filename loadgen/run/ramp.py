@@ -21,7 +21,7 @@ from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
 from loadgen.run.orchestrate import ManagedServer, ServerCommand
 from loadgen.run.order import (NO_GUESS_MAX_WARMUP_S, Durations, OpenPlan, Schedule, e2e_guess, fmt_s,
-                               stage_order, warmed_spec)
+                               prompt_seed, stage_order, warmed_spec)
 from loadgen.run.probe import probe_target
 from loadgen.run.processes import run_stage_processes
 from loadgen.run.progress import ProgressLine
@@ -265,7 +265,7 @@ class _Ramp:
         try:
             return run_stage_processes(target, spec, self.sources[slot.workload], plan.opts,
                                        processes=plan.processes, stage_index=self.index0 + i, loop_kind=plan.loop,
-                                       progress=line, window_probe=probe, seed_index=slot.step,
+                                       progress=line, window_probe=probe, seed_index=prompt_seed(slot.step, slot.repeat),
                                        stop=None if watch is None else watch.exited)
         except Interrupted as exc:
             if watch is None or not watch.exited.is_set():  # Ctrl-C or SIGTERM

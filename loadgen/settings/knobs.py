@@ -198,7 +198,7 @@ class Settings:
         "--requests", "close each window after N requests instead", renamed=("--stage-requests",), fronts=FRONTS,
         parse=parse.count, toml="run.requests", attr="requests", check="integer", check_kw={"lo": 1}, section="stages")
     repeat: int | None = knob(
-        "--repeat", "run each workload's ladder N times, pass after pass with the same prompts, and give each "
+        "--repeat", "run each workload's ladder N times, pass after pass (each pass its own prompts), and give each "
         "stage's spread across the passes (CV) beside its interval (default {default})", default="1", parse=parse.count,
         fronts=("crossover",),
         toml="run.repeat", attr="repeat", check="integer", check_kw={"lo": 1}, section="stages")

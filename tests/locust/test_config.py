@@ -105,7 +105,7 @@ def test_stages_alternate_targets_and_share_the_prompt_seed():
     assert StagePlan.from_msg(plans[1].to_msg()) == plans[1]
 
 
-def test_a_repeated_ramp_runs_each_pass_with_the_first_pass_prompts():
+def test_a_repeated_ramp_gives_each_pass_its_own_prompts_the_same_for_every_target():
     cfg = parse("[run]\nladder = [1, 2]\nrepeat = 2\n[targets.base]\nurl = \"http://a:1\"\n"
                 "[targets.spec]\nurl = \"http://b:2\"\n")
     plans = build_plans(cfg, cfg.targets, "r")
@@ -113,6 +113,8 @@ def test_a_repeated_ramp_runs_each_pass_with_the_first_pass_prompts():
         ("base", 1, 0, 0), ("spec", 1, 0, 0), ("base", 2, 0, 1), ("spec", 2, 0, 1),
         ("base", 1, 1, 0), ("spec", 1, 1, 0), ("base", 2, 1, 1), ("spec", 2, 1, 1)]
     assert StagePlan.from_msg(plans[5].to_msg()) == plans[5]
+    p0a, p0b, p1a, p1b = (list(_take(plans[i].requests_iter(), 5)) for i in (0, 1, 4, 5))
+    assert p0a == p0b and p1a == p1b and p0a != p1a
     assert all(p.repeat is None for p in build_plans(parse("[run]\nladder = [1]\n"), cfg.targets))
     with pytest.raises(LoadgenError, match="repeat"):
         parse("[run]\nrepeat = 0\n")

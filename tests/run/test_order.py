@@ -3,7 +3,7 @@
 import pytest
 
 from loadgen.client.target import Target
-from loadgen.run.order import Durations, Schedule, fixed_spec, stage_order
+from loadgen.run.order import Durations, Schedule, fixed_spec, prompt_seed, stage_order
 from loadgen.run.ramp import RampPlan
 from loadgen.run.spec import RunOptions
 
@@ -30,7 +30,7 @@ def test_one_server_at_a_time_then_the_extra_stages_for_every_target():
     assert [s.step for s in slots][-2:] == [2, 2]
 
 
-def test_repeats_run_the_whole_ladder_pass_after_pass_with_the_first_pass_prompts():
+def test_repeats_run_the_whole_ladder_pass_after_pass_each_with_its_own_prompts():
     a, b = _targets()
     slots = stage_order([a, b], [1, 4], ["chat", "code"], repeats=2, extra=[("chat", 2)])
     assert [(s.workload, s.value, s.target.label, s.repeat) for s in slots] == [
@@ -39,7 +39,10 @@ def test_repeats_run_the_whole_ladder_pass_after_pass_with_the_first_pass_prompt
         ("code", 1, "base", 0), ("code", 1, "spec", 0), ("code", 4, "base", 0), ("code", 4, "spec", 0),
         ("code", 1, "base", 1), ("code", 1, "spec", 1), ("code", 4, "base", 1), ("code", 4, "spec", 1),
         ("chat", 2, "base", 0), ("chat", 2, "spec", 0)]
-    assert [s.step for s in slots][:8] == [0, 0, 1, 1, 0, 0, 1, 1]  # a pass sends the first pass's prompts
+    assert [s.step for s in slots][:8] == [0, 0, 1, 1, 0, 0, 1, 1]
+    seeds = [prompt_seed(s.step, s.repeat) for s in slots]
+    assert seeds[:8] == [0, 0, 1, 1, 10_000, 10_000, 10_001, 10_001]  # every target in a pass the same; passes apart
+    assert seeds[-2:] == [2, 2]  # the refinement round's step, once
     assert [s.index for s in slots] == list(range(18))
     by = stage_order([a, b], [1, 4], ["chat"], repeats=3, by_target=True)
     assert [(s.target.label, s.value, s.repeat) for s in by][:6] == [
