@@ -61,6 +61,9 @@ class RequestRecord:
     server_reasoning_tokens: int | None = None
     """The server's own count of reasoning tokens (usage ``completion_tokens_details.reasoning_tokens``,
     SGLang's ``reasoning_tokens``); None if it sent none."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server served from its prefix cache (usage ``prompt_tokens_details.cached_tokens``,
+    SGLang's ``cached_tokens``, llama.cpp's ``timings.cache_n``); None if it sent none."""
 
     @property
     def ok(self) -> bool:
