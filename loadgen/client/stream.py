@@ -468,6 +468,7 @@ class StreamClient:
         if rec.accept_length is None and state.verify_ct and final:
             rec.accept_length = final / state.verify_ct
         rec.server_reasoning_tokens = state.server_reasoning_tokens
+        rec.cached_tokens = state.cached_tokens
         if state.switches:
             rec.reasoning_spans = state.reasoning_spans(len(rec.chunk_tokens))
         reconcile(rec, final, texts or [], self.tokenizer)

@@ -37,6 +37,8 @@ class StreamState:
     proposed_drafts: int | None = None
     server_reasoning_tokens: int | None = None
     """The server's count of reasoning tokens, from its usage."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server says it served from its prefix cache, from its usage or timings."""
     chunks: array = field(default_factory=lambda: array("l"))
     """The record's chunk counts as the read loop appends them (after each event's ``on_event``): an adapter
     that tells reasoning from output notes where the kind changed by this length, with no per-chunk work."""
