@@ -64,6 +64,8 @@ class RequestRecord:
     cached_tokens: int | None = None
     """Prompt tokens the server served from its prefix cache (usage ``prompt_tokens_details.cached_tokens``,
     SGLang's ``cached_tokens``, llama.cpp's ``timings.cache_n``); None if it sent none."""
+    phase: int = 0
+    """The request's phase in a phase-shifting workload (``GenRequest.phase``); 0 for any other workload."""
 
     @property
     def ok(self) -> bool:

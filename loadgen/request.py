@@ -27,6 +27,8 @@ class GenRequest:
     """Sampling seed sent to servers that accept one."""
     extra: dict = field(default_factory=dict)
     """Extra sampling parameters passed through to the server verbatim."""
+    phase: int = 0
+    """Index of the phase of a phase-shifting workload it was drawn in (0 for any other workload)."""
 
     def as_prompt(self) -> str:
         """The request as one prompt string, for routes that take no messages."""

@@ -317,7 +317,7 @@ class StreamClient:
         req, rid, payload = req.req, req.rid, req.payload
         texts: list[str] | None = [] if self.tokenizer is not None else None
         rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now(),
-                            planned_ns=planned_ns)
+                            planned_ns=planned_ns, phase=req.phase)
         state = StreamState(chunks=rec.chunk_tokens)
         self.inflight[rid] = rec
         try:
