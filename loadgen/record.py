@@ -11,6 +11,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+from loadgen.request import Turn
+
 CANCELLED = "cancelled"
 """The error class of a request the runner cancelled (the stage's end, a cut, Ctrl-C): the server did not fail
 it, so a stage counts it apart from its failures."""
@@ -66,6 +68,15 @@ class RequestRecord:
     SGLang's ``cached_tokens``, llama.cpp's ``timings.cache_n``); None if it sent none."""
     phase: int = 0
     """The request's phase in a phase-shifting workload (``GenRequest.phase``); 0 for any other workload."""
+    turn: Turn | None = None
+    """Its session and turn (``GenRequest.turn``); None outside a multi-turn session."""
+    reply: str | None = None
+    """The answer's streamed text (reasoning left out), kept only for a request that asked for it
+    (``GenRequest.wants_reply``: a session's turn whose reply goes into the next prompt); None otherwise."""
+
+    @property
+    def session(self) -> int | None:
+        return self.turn.session if self.turn is not None else None
 
     @property
     def ok(self) -> bool:

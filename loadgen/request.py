@@ -9,6 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Where a request sits in a multi-turn session (loadgen/workloads/sessions.py)."""
+
+    session: int
+    """The session's number, unique among this process's sessions of the stage (from 1)."""
+    index: int
+    """The turn, from 1."""
+    of: int
+    """The turns the session was planned to have (``--turns``)."""
+
+    @property
+    def last(self) -> bool:
+        return self.index >= self.of
+
+
 @dataclass(frozen=True)
 class GenRequest:
     """One request, produced deterministically by a workload from a seed."""
@@ -29,6 +45,13 @@ class GenRequest:
     """Extra sampling parameters passed through to the server verbatim."""
     phase: int = 0
     """Index of the phase of a phase-shifting workload it was drawn in (0 for any other workload)."""
+    turn: Turn | None = None
+    """Its place in a multi-turn session; None outside one."""
+
+    @property
+    def wants_reply(self) -> bool:
+        """A session's turn before its last: the client keeps its reply's text, which goes into the next prompt."""
+        return self.turn is not None and not self.turn.last
 
     def as_prompt(self) -> str:
         """The request as one prompt string, for routes that take no messages."""

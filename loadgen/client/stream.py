@@ -317,8 +317,8 @@ class StreamClient:
         req, rid, payload = req.req, req.rid, req.payload
         texts: list[str] | None = [] if self.tokenizer is not None else None
         rec = RequestRecord(target=self.target, workload=req.workload, rid=rid, start_ns=start_ns or _now(),
-                            planned_ns=planned_ns, phase=req.phase)
-        state = StreamState(chunks=rec.chunk_tokens)
+                            planned_ns=planned_ns, phase=req.phase, turn=req.turn)
+        state = StreamState(chunks=rec.chunk_tokens, reply=[] if req.wants_reply else None)
         self.inflight[rid] = rec
         try:
             resp_cm, body = await self._send(payload, rec)
@@ -469,6 +469,8 @@ class StreamClient:
             rec.accept_length = final / state.verify_ct
         rec.server_reasoning_tokens = state.server_reasoning_tokens
         rec.cached_tokens = state.cached_tokens
+        if state.reply is not None:
+            rec.reply = self.protocol.reply_text(state.reply)
         if state.switches:
             rec.reasoning_spans = state.reasoning_spans(len(rec.chunk_tokens))
         reconcile(rec, final, texts or [], self.tokenizer)

@@ -48,6 +48,9 @@ class StreamState:
     """Chunk indices where the stream went into reasoning, then out of it, alternately (``thinking``)."""
     done: bool = False
     """The stream's end marker ([DONE]) was seen."""
+    reply: list[str] | None = None
+    """The answer's text of each event, when the request asked for its reply (a session's turn, whose reply goes
+    into its next prompt); None otherwise: one test per text event is all it costs then."""
     extra: dict = field(default_factory=dict)
     """Engine-specific facts worth keeping (e.g. llama.cpp ``timings``)."""
 
@@ -87,6 +90,11 @@ class Protocol:
         (the engine's ``closes_after_stream``, by its ``Server`` header, which arrives with the stream's
         headers, before the connection could go back to the pool)."""
         return engines.closes_after_stream(headers.get("Server", ""))
+
+    @staticmethod
+    def reply_text(parts: list[str]) -> str:
+        """The reply's text from the parts :attr:`StreamState.reply` collected (each event's new text)."""
+        return "".join(parts)
 
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
         """Digest one SSE event's data; return the tokens it carried.

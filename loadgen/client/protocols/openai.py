@@ -95,6 +95,10 @@ class OpenAIStream(Protocol):
                 _final_usage(state, usage)
         if text_out is not None and tokens == UNKNOWN:
             text_out.append(text)
+        if state.reply is not None and text and not state.thinking:
+            # a session's next prompt carries the answer, not the thought (as chat clients send history back)
+            delta = choice.get("delta")
+            state.reply.append((delta.get("content") or "") if delta is not None else text)
         return tokens
 
 

@@ -28,6 +28,13 @@ class SGLangGenerate(Protocol):
         params.update(req.extra)
         return {"text": req.as_prompt(), "sampling_params": params, "stream": True, "rid": rid}
 
+    @staticmethod
+    def reply_text(parts: list[str]) -> str:
+        # /generate streams the whole text so far in each event by default, each event's new text with
+        # --incremental-streaming-output: cumulative when every event's text extends the one before
+        cumulative = all(len(b) > len(a) and b.startswith(a) for a, b in zip(parts, parts[1:]))
+        return parts[-1] if cumulative and parts else "".join(parts)
+
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
         obj = event_object(state, data)
         if obj is None:
@@ -44,6 +51,8 @@ class SGLangGenerate(Protocol):
             state.completion_tokens = ct
         else:
             tokens = UNKNOWN if (obj.get("text") or obj.get("output_ids")) else 0
+        if state.reply is not None and (text := obj.get("text")):
+            state.reply.append(text)
         finish = meta.get("finish_reason")
         if finish is not None:
             kind = finish.get("type") if isinstance(finish, dict) else str(finish)
