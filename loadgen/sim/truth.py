@@ -1,5 +1,9 @@
 """Ground truth per request: what the simulator really did, for checking a client's figures.
 
+In: the server's and scheduler's stamps. Out: :class:`TruthStore` (finished requests' :class:`TruthRecord`,
+``/loadgen/truth``) and :class:`SwitchLog` (every change of an adaptive mode's speculation state,
+``/loadgen/truth?switches=1``).
+
 All times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux), the clock a
 client process on the same machine reads, so the two can be subtracted directly.
 """
@@ -111,3 +115,37 @@ class TruthStore:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpecSwitch:
+    """One change of an adaptive mode's speculation state: the end of the first forward run in the new state."""
+
+    t_ns: int
+    on: bool
+    """The new state: True when speculation came back on."""
+    batch: int
+    """The running batch of that forward."""
+
+    def as_list(self) -> list:
+        return [self.t_ns, self.on, self.batch]
+
+
+@dataclass
+class SwitchLog:
+    """The newest ``limit`` speculation switches in memory, and how many there were in all."""
+
+    limit: int = 10_000
+    total: int = 0
+    _switches: deque = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        self._switches = deque(maxlen=self.limit)
+
+    def add(self, switch: SpecSwitch) -> None:
+        self._switches.append(switch)
+        self.total += 1
+
+    def between(self, lo_ns: int = 0, hi_ns: int | None = None) -> list[SpecSwitch]:
+        """The kept switches with ``lo_ns <= t_ns < hi_ns`` (``hi_ns`` None: to the newest)."""
+        return [s for s in self._switches if s.t_ns >= lo_ns and (hi_ns is None or s.t_ns < hi_ns)]
