@@ -233,6 +233,23 @@ def _gap(res: "ConfigsResult", x: str, other: str, c: int) -> Gap:
     return Gap(d, lo, hi, other)
 
 
+def envelope_word(g: Gap | None, higher_is_better: bool, margin: float = DEFAULT_MARGIN) -> str:
+    """An adaptive configuration's gap to the envelope in words, by its joint interval; a gap smaller than
+    ``margin`` is no side, as a stage's verdict is a tie below it (analysis.crossover §3): 0.1 % ahead of spec
+    on a tight paired interval is not "better than the envelope"."""
+    if g is None or g.ci_low is None or g.ci_high is None or g.delta is None:
+        return "not compared"
+    if g.ci_low <= 0 <= g.ci_high:
+        return "on the envelope (not told apart)"
+    if abs(g.delta) < margin:
+        return f"on the envelope (within {margin * 100:g} %)"
+    if (g.ci_low > 0) if higher_is_better else (g.ci_high < 0):
+        return "better than the envelope"
+    if (g.ci_high < 0) if higher_is_better else (g.ci_low > 0):
+        return "short of the envelope"
+    return "on the envelope (not told apart)"
+
+
 def _stage_level(a: MetricAnalysis) -> float:
     """The per-stage level of the pair's whole-ladder verdicts (locate._judge's, which set them)."""
     return _judge(a.comparisons, a.confidence, True, a.ladder or None)[1]
@@ -254,9 +271,11 @@ def _beats(res: "ConfigsResult", x: str, other: str, c: int) -> bool:
 def analyze_configs(metric: str, stages: Mapping[str, Sequence[StageSamples]], *, labels: Sequence[str],
                     adaptive: Sequence[str] = (), confidence: float = DEFAULT_CONFIDENCE,
                     margin: float = DEFAULT_MARGIN, seed: int = 0,
-                    ladder: Sequence[int] | None = None) -> ConfigsResult:
+                    ladder: Sequence[float] | None = None, paired: bool = False,
+                    to_stages: bool = False) -> ConfigsResult:
     """The N-configuration analysis of one metric (module doc). ``labels``: the run's order, the reference
-    first; ``stages``: label → its stages (a label with none is excluded, with the reason)."""
+    first; ``stages``: label → its stages (a label with none is excluded, with the reason). ``paired`` and
+    ``to_stages`` go to every pair's analysis (an open loop's stages are aligned bin by bin on one schedule)."""
     excluded = {x: "no stage with enough windows for this metric" for x in labels if not stages.get(x)}
     live = [x for x in labels if x not in excluded]
     hib = next((s.higher_is_better for x in live for s in stages[x]), True)
@@ -270,8 +289,9 @@ def analyze_configs(metric: str, stages: Mapping[str, Sequence[StageSamples]], *
             if not common:
                 continue
             res.pairs.append(PairResult(a, b, analyze(metric, stages[a], stages[b], confidence=pair_level,
-                                                      margin=margin, seed=seed, ladder=ladder)))
-    means = {x: {s.concurrency: math.fsum(s.samples) / len(s.samples) for s in stages[x]} for x in live}
+                                                      margin=margin, seed=seed, ladder=ladder, paired=paired,
+                                                      to_stages=to_stages)))
+    means = {x: {s.concurrency: _mean(s) for s in stages[x]} for x in live}
     chooseable = [x for x in live if x not in res.adaptive]
     sign = 1.0 if hib else -1.0
     for c in sorted({c for x in live for c in means[x]}):
@@ -292,6 +312,14 @@ def analyze_configs(metric: str, stages: Mapping[str, Sequence[StageSamples]], *
     res.switches = _switches(res)
     res.policy = _policy(res)
     return res
+
+
+def _mean(s: StageSamples) -> float:
+    """A stage's mean as its pairs' deltas take it: weighted by the requests behind each sample when it has them
+    (an open loop's per-request figures), so a table's means and its gaps are of one figure."""
+    if s.weights:
+        return math.fsum(w * x for w, x in zip(s.weights, s.samples)) / math.fsum(s.weights)
+    return math.fsum(s.samples) / len(s.samples)
 
 
 def _regions(at: Sequence[ConfigsAt], ladder: Sequence[int] | None) -> list[BestRegion]:

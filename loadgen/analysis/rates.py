@@ -33,6 +33,7 @@ import numpy as np
 
 from loadgen.analysis import stats
 from loadgen.analysis.compare import METRICS, CrossoverMetric, window_whole
+from loadgen.analysis.configs import ConfigsResult, analyze_configs, envelope_word
 from loadgen.analysis.coverage import sim_starved
 from loadgen.analysis.crossover import StageSamples, analyze
 from loadgen.analysis.results import BASELINE_TO_SPEC
@@ -45,6 +46,14 @@ RATE_METRICS = ("decode_rate", "e2e_planned_mean", "ttft_planned_p50", "ttft_pla
                 "itl_p99", "e2e_planned_p50", "e2e_planned_p99", "goodput_requests_per_s")
 """The metrics compared along the rate axis: the open loop's latencies and goodput (not throughput:
 below saturation it is the offered rate for every target)."""
+ENVELOPE_METRICS = ("e2e_planned_mean", "tpot_p50")
+"""With three or more configurations, who is best at each rate and how close an adaptive one comes to the
+envelope of the fixed ones, by these: below saturation an open loop's throughput is the offered rate for every
+configuration, so what speculation (and switching it by load) changes is the time a request takes (E2E from
+the planned send, the queueing a burst leaves included) and its decode pace (TPOT). Not a tail percentile: a
+1 s bin of a 6 req/s schedule holds six requests, no p99."""
+
+
 def _metric(name: str) -> CrossoverMetric:
     """A rate metric: a crossover metric, or a binned percentile the concurrency analysis does not compare
     (TPOT per window: in an open loop it is what speculation changes most)."""
@@ -179,6 +188,11 @@ class RateAnalysis:
     capacity_sentence: dict[str, str] = field(default_factory=dict)
     left_out: dict[str, list[dict]] = field(default_factory=dict)
     """Per workload, the stages no comparison or capacity uses: {"target", "rate", "why"}."""
+    configs: dict[str, dict[str, ConfigsResult]] = field(default_factory=dict)
+    """Per workload and metric (:data:`ENVELOPE_METRICS`), with three or more configurations: all of them at
+    once along the rate axis (the envelope of the fixed ones, each adaptive one's gap to it, joint intervals)."""
+    adaptive_sentences: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """Per workload, adaptive configuration and metric: a sentence of its gap to the envelope by rate."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"axis": "rate", "reference": self.reference, "candidates": list(self.candidates),
@@ -189,7 +203,9 @@ class RateAnalysis:
                 "metrics": self.metrics,
                 "capacity": {wl: {t: asdict(c) for t, c in per.items()} for wl, per in self.capacity.items()},
                 "capacity_sentence": dict(self.capacity_sentence),
-                "left_out": {wl: list(x) for wl, x in self.left_out.items()}}
+                "left_out": {wl: list(x) for wl, x in self.left_out.items()},
+                "configs": {wl: {m: r.to_dict() for m, r in per.items()} for wl, per in self.configs.items()},
+                "adaptive_sentences": self.adaptive_sentences}
 
 
 def is_rate_run(doc: dict) -> bool:
@@ -220,7 +236,8 @@ def _why_left_out(s: dict, sat: Saturation) -> str:
 
 
 def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slos: list[SloTerm] = (),
-                  margin: float = 0.01, seed: int = 0) -> RateAnalysis:
+                  margin: float = 0.01, seed: int = 0, adaptive: list[str] = ()) -> RateAnalysis:
+    """``adaptive``: the configurations that switch speculation by load on their own (never on the envelope)."""
     ref, cands = labels[0], labels[1:]
     out = RateAnalysis(ref, list(cands), confidence, list(slos))
     stages = [s for s in doc.get("stages", []) if s.get("open_loop") and s.get("rate") is not None]
@@ -237,12 +254,14 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
         usable = [s for s in whole if not (s.get("open_loop") or {}).get("lag_flagged")]
         out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s, sats[id(s)])}
                             for s in mine if s not in usable]
+        # one stage per target and rate, the first measured (a capacity search's stages are one target's)
+        first: dict[tuple[str, float], dict] = {}
+        for s in sorted(usable, key=lambda s: s.get("stage_index", 0)):
+            first.setdefault((s["target"], float(s["rate"])), s)
+        if len(labels) >= 3:
+            _all_at_once(out, wl, first, labels, adaptive, confidence, margin, seed, ladder)
         for cand in cands:
             per = {}
-            # one stage per target and rate, the first measured (a capacity search's stages are one target's)
-            first = {}
-            for s in sorted(usable, key=lambda s: s.get("stage_index", 0)):
-                first.setdefault((s["target"], float(s["rate"])), s)
             rates = sorted(r for (t, r) in first if t == ref and (cand, r) in first)
             for name in RATE_METRICS:
                 m = _metric(name)
@@ -273,6 +292,49 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
             out.capacity[wl] = caps
             out.capacity_sentence[wl] = capacity_sentence(caps, slos, ref, cands)
     return out
+
+
+def _all_at_once(out: RateAnalysis, wl: str, first: dict[tuple[str, float], dict], labels: list[str],
+                 adaptive: list[str], confidence: float, margin: float, seed: int, ladder: list[float] | None) -> None:
+    """Every configuration at once along the rate axis, by each of :data:`ENVELOPE_METRICS`: at each rate all
+    of them measured, on the bins where each has a value (one schedule: the same planned arrivals bin by bin)."""
+    rates = sorted(r for (t, r) in first if t == labels[0] and all((x, r) in first for x in labels))
+    for name in ENVELOPE_METRICS:
+        m = _metric(name)
+        by: dict[str, list[StageSamples]] = {x: [] for x in labels}
+        for r in rates:
+            cols = [per_bin(m, _tl(first[(x, r)], wl)) for x in labels]
+            rows = [row for row in zip(*cols) if all(v is not None for v in row)]
+            if len(rows) < 2:
+                continue
+            for k, x in enumerate(labels):
+                vals, weights = [row[k][0] for row in rows], [row[k][1] for row in rows]
+                by[x].append(StageSamples(r, vals, m.higher_is_better, weights if weights[0] is not None else None))
+        if not by[labels[0]]:
+            continue
+        common = [st.concurrency for st in by[labels[0]]]
+        res = analyze_configs(name, by, labels=labels, adaptive=adaptive, confidence=confidence, margin=margin,
+                              seed=seed, ladder=[r for r in ladder if r in common] if ladder else None, paired=True,
+                              to_stages=True)
+        out.configs.setdefault(wl, {})[name] = res
+        for x in res.adaptive:
+            if x not in res.excluded:
+                out.adaptive_sentences.setdefault(wl, {}).setdefault(x, {})[name] = envelope_sentence(res, x, m.label, margin)
+
+
+def envelope_sentence(res: ConfigsResult, x: str, label: str, margin: float) -> str:
+    """An adaptive configuration's gap to the envelope at each rate, by one metric, in one sentence."""
+    parts = []
+    for a in res.at:
+        g = a.shortfall.get(x)
+        if x not in a.means or g is None or g.delta is None:
+            continue
+        band = "" if g.ci_low is None else f" ({g.ci_low * 100:+.1f}…{g.ci_high * 100:+.1f} %)"
+        parts.append(f"at {fmt_rate(a.concurrency)} req/s {g.delta * 100:+.1f} %{band} against {a.envelope_label}: "
+                     f"{envelope_word(g, res.higher_is_better, margin)}")
+    side = "higher is better" if res.higher_is_better else "lower is better"
+    what = "; ".join(parts) if parts else "not compared at any rate"
+    return f"{x} against the envelope of the fixed configurations by {label} ({side}, {res.confidence * 100:g} % joint): {what}"
 
 
 def per_bin(m: CrossoverMetric, tl: dict) -> list[tuple[float, float | None] | None]:

@@ -29,9 +29,10 @@ def log(msg: str) -> None:
 
 
 def analyse(doc: dict, s: Settings) -> RateAnalysis:
-    labels, _ = configurations(doc)
+    labels, adaptive = configurations(doc)
     slos = parse_slos(s.capacity) if s.capacity else []
-    return rate_analysis(doc, labels, confidence=s.confidence, slos=slos, seed=doc.get("run", {}).get("seed", 0))
+    return rate_analysis(doc, labels, confidence=s.confidence, slos=slos, seed=doc.get("run", {}).get("seed", 0),
+                         adaptive=adaptive)
 
 
 def search(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:

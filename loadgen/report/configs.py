@@ -25,7 +25,7 @@ from __future__ import annotations
 from html import escape
 
 from loadgen.analysis.compare import RunAnalysis
-from loadgen.analysis.configs import ConfigsAt, ConfigsResult, Gap, PolicyStep, fmt_c
+from loadgen.analysis.configs import ConfigsAt, ConfigsResult, Gap, PolicyStep, envelope_word, fmt_c
 from loadgen.analysis.serverview import ServerView, batch_of
 from loadgen.report.charts import Cell, Chart, strip_svg
 from loadgen.report.inputs import PRIMARY, Slice
@@ -204,14 +204,7 @@ def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
             g = a.shortfall.get(x)
             if x not in a.means or g is None:
                 continue
-            if g.ci_low is None or g.ci_high is None:
-                word = "not compared"
-            elif (g.ci_low > 0) if hib else (g.ci_high < 0):
-                word = "better than the envelope"
-            elif (g.ci_high < 0) if hib else (g.ci_low > 0):
-                word = "short of the envelope"
-            else:
-                word = "on the envelope (not told apart)"
+            word = envelope_word(g, hib)
             rows.append(f'<tr><td class="num">{a.concurrency}</td><td class="num">{a.means[x]:.{nd}f}</td>'
                         f'<td class="num">{a.envelope:.{nd}f} <small>{escape(a.envelope_label)}</small></td>'
                         f'<td class="num">{escape(_gap(g))}</td><td>{escape(word)}</td></tr>')

@@ -88,8 +88,9 @@ def rate_results(out: Path, doc: dict, *, confidence: float | None = None, force
     slos = ([SloTerm(s["key"], float(s["percentile"]), float(s["limit_ms"])) for s in old["slos"]]
             if old and old.get("slos") else _slos_asked(doc))
     conf = confidence if confidence is not None else (old or {}).get("confidence", 0.90)
-    labels, _ = configurations(doc)
-    d = rate_analysis(doc, labels, confidence=conf, slos=slos, seed=doc.get("run", {}).get("seed", 0)).to_dict()
+    labels, adaptive = configurations(doc)
+    d = rate_analysis(doc, labels, confidence=conf, slos=slos, seed=doc.get("run", {}).get("seed", 0),
+                      adaptive=adaptive).to_dict()
     out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
@@ -322,6 +323,12 @@ def metric_items(res: dict, wl: str) -> tuple[str, str]:
                             f'</div>' for t in m.get("simulator_truth") or [])
             items.append(f'<li>{chip(verdict_kind(a))} <b>{escape(m["label"])}</b>{who}: '
                          f'{escape(capitalised(without_metric(m["sentence"])))}{truth}</li>')
+    for x, sentences in (res.get("adaptive_sentences") or {}).get(wl, {}).items():
+        for name, t in sentences.items():
+            truth = "".join(f'<div class="muted">{escape(k["mark"])} {escape(k["words"])}</div>'
+                            for k in res["configs"][wl][name].get("simulator_truth") or [] if k.get("label") == x)
+            items.append(f'<li><b>{escape(x)}</b> <small>adapts on its own</small>: '
+                         f'{escape(t.removeprefix(x + " "))}{truth}</li>')
     if not items:
         items.append('<li class="muted">No metric was compared: no rate was measured by both targets with a whole '
                      'window and a kept schedule.</li>')

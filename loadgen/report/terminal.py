@@ -237,6 +237,12 @@ def rate_tables(d: dict) -> str:
                     out.append(f"  • {per[name]['sentence']}")
                     for t in per[name].get("simulator_truth", []):
                         out.append(f"      {t['mark']} {t['words']}")
+        for x, sentences in d.get("adaptive_sentences", {}).get(wl, {}).items():
+            out.append(f"{x} adapts on its own; against the envelope of the fixed configurations, along the rate axis:")
+            for name, t in sentences.items():
+                out.append(f"  • {t}")
+                out += [f"      {k['mark']} {k['words']}" for k in d["configs"][wl][name].get("simulator_truth", [])
+                        if k.get("label") == x]
         if d["capacity"].get(wl):
             out.append("capacity: " + d["capacity_sentence"][wl])
             for label, c in d["capacity"][wl].items():

@@ -1,0 +1,56 @@
+"""An adaptive configuration in an open loop, against the embedded simulators: with three configurations the rate
+analysis holds all of them at once (analysis/rates.py ``configs``), the adaptive one against the envelope of the
+fixed ones at each rate with a joint interval, and the simulator's own gap on the very schedule the run sent
+beside it (report/ratetruth.py)."""
+
+import json
+import math
+
+import pytest
+
+from loadgen.analysis.rates import ENVELOPE_METRICS
+
+FIXED = ("baseline", "spec")
+
+
+@pytest.fixture(scope="module")
+def bursty(cli, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ao") / "xo"
+    p = cli("crossover", "--sim-modes", "baseline,spec,spec-adaptive", "--rate", "6,14", "--arrival", "gamma:2",
+            "--workload", "chat", "--duration", "4s", "--warmup", "1s", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads((out / "rates.json").read_text()), p, (out / "report.html").read_text()
+
+
+def test_every_rate_holds_the_adaptive_mode_against_the_envelope_of_the_fixed_ones(bursty):
+    r, p, _ = bursty
+    for name in ENVELOPE_METRICS:
+        res = r["configs"]["chat"][name]
+        assert res["adaptive"] == ["spec-adaptive"] and not res["higher_is_better"]
+        assert [a["concurrency"] for a in res["at"]] == [6.0, 14.0]
+        for a in res["at"]:
+            # the envelope is the best fixed configuration by its mean there (lower is better), never the adaptive
+            assert a["envelope_label"] == min(FIXED, key=lambda x: a["means"][x])
+            assert a["envelope"] == a["means"][a["envelope_label"]]
+            g = a["shortfall"]["spec-adaptive"]
+            assert g["against"] == a["envelope_label"]
+            assert math.isclose(g["delta"], a["means"]["spec-adaptive"] / a["envelope"] - 1, rel_tol=1e-9)
+            assert g["ci_low"] <= g["delta"] <= g["ci_high"]
+        # one statement per metric, printed and on the page
+        sentence = r["adaptive_sentences"]["chat"]["spec-adaptive"][name]
+        assert sentence in p.stdout
+        for a in res["at"]:
+            assert f"at {a['concurrency']:.3g} req/s {a['shortfall']['spec-adaptive']['delta'] * 100:+.1f} %" in sentence
+
+
+def test_the_simulators_own_gap_on_this_schedule_lies_in_the_reported_interval(bursty):
+    r, p, html = bursty
+    for name in ("e2e_planned_mean", "tpot_p50"):
+        truth = r["configs"]["chat"][name]["simulator_truth"]
+        assert [t["rate"] for t in truth] == [6.0, 14.0]
+        for t in truth:
+            # below the adaptive threshold (batch 48; these rates run ~5 and ~12) the adaptive mode is spec, so
+            # its true gap to an envelope that spec is on is nil
+            assert t["label"] == "spec-adaptive" and t["envelope"] in FIXED
+            assert t["covered"], t
+            assert t["words"] in p.stdout and t["words"].replace("'", "&#x27;") in html
