@@ -11,6 +11,9 @@ interface for concurrent and Poisson load (scheduler/strategies.py):
 
 - :class:`Closed`: C users; each sends its next request when its last one ended. The runner starts the
   users as tasks (``Closed.start``); Locust's user greenlets each run one ``Closed.user`` through its bridge.
+  With sessions (``--turns``, loadgen/workloads/sessions.py) a user's next request is its conversation's next
+  turn, carrying the reply that just ended, after the think time; a failed or last turn ends the session and
+  the user starts a new one. A session stays on its user; the stage's end ends it.
 - :class:`Open`: requests at planned instants (an arrival process or a trace, loadgen/timing) whether or
   not earlier ones have finished, with an optional in-flight cap; one dispatcher per process.
 
@@ -33,10 +36,14 @@ import time
 from typing import Callable, Iterable, Iterator
 
 from loadgen.client.stream import Prepared, StreamClient
+from loadgen.errors import LoadgenError
 from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
 from loadgen.run.lifecycle import Lifecycle
 from loadgen.run.spec import StageSpec
+from loadgen.workloads.sessions import SessionSource, SessionSpec
+
+NO_SESSIONS = SessionSpec()
 
 _now = time.perf_counter_ns
 
@@ -112,8 +119,12 @@ class Closed:
 
     open_loop = False
 
-    def __init__(self, requests: Iterator[GenRequest], users: range, concurrency: int, ramp_s: float = 0.0) -> None:
+    def __init__(self, requests: Iterator[GenRequest], users: range, concurrency: int, ramp_s: float = 0.0,
+                 sessions: SessionSpec = NO_SESSIONS) -> None:
         self.requests, self.users, self.n_users = requests, users, len(users)
+        self.sessions = SessionSource(sessions, requests) if sessions.active else None
+        """A user's requests are the turns of its conversations (loadgen/workloads/sessions.py), or plain."""
+        self.think_s = sessions.think_s
         self.step_s = ramp_s / concurrency if concurrency else 0.0
         self.lock_step = concurrency > 1 and ramp_s == 0
         self.connections = max(1, self.n_users)
@@ -138,8 +149,11 @@ class Closed:
         state = sender.life.state
         self.started += 1
         first = True
+        req: GenRequest | None = None
         while not state.stop_new:
-            req = next(self.requests)
+            if req is None:
+                conv = self.sessions.start() if self.sessions is not None else None
+                req = conv.first() if conv is not None else next(self.requests)
             t = _now()
             inside = state.admit(t)
             if state.stop_new and not inside:
@@ -152,9 +166,13 @@ class Closed:
                 first = False
                 self.first_rids.discard(rid)
                 state.first_done += 1
+            # the session's next turn carries this reply; after its last turn, or a failed one, a new session
+            req = conv.after(rec.ok, rec.reply) if conv is not None else None
             if rec.error_class == "connect":
                 # Nothing listens: retrying at full speed would only burn the client's CPU.
                 await asyncio.sleep(CONNECT_BACKOFF_S)
+            elif req is not None and self.think_s > 0:
+                await asyncio.sleep(self.think_s)
 
     def waiting(self) -> int:
         """Users not yet streaming: not started, or their first request neither ended nor streaming tokens.
@@ -270,11 +288,24 @@ Pacing = Closed | Open
 
 
 def pacing_for(spec: StageSpec, requests: Iterator[GenRequest], arrival_seed: int, share: int, n_shares: int,
-               *, sleep: Callable[[float], None] = time.sleep) -> Pacing:
+               *, sleep: Callable[[float], None] = time.sleep, sessions: SessionSpec = NO_SESSIONS) -> Pacing:
     """This process's share (``share`` of ``n_shares``) of the stage's pacing: every k-th user of a closed
     loop, every k-th arrival (with its request) of an open one. The arrivals are drawn from the run's seed
     (their process keys them by rate too), so every target at a rate gets the same schedule."""
     if spec.open_loop:
+        check_open_sessions(sessions)
+        if sessions.active:
+            requests = SessionSource(sessions, requests).single_turns()  # a shared prefix on each request
         pairs = itertools.islice(zip(spec.arrivals.times(arrival_seed), requests), share, None, n_shares)
         return Open(pairs, cap_share(spec.concurrency, share, n_shares), sleep)
-    return Closed(requests, range(share, spec.concurrency, n_shares), spec.concurrency, spec.ramp_s)
+    return Closed(requests, range(share, spec.concurrency, n_shares), spec.concurrency, spec.ramp_s, sessions)
+
+
+def check_open_sessions(sessions: SessionSpec) -> None:
+    """Multi-turn sessions are closed-loop only: a later turn goes when its reply has ended (and the think time
+    passed), so an open loop's arrivals would plan only the first turns and the rate axis, offered requests per
+    second, would no longer be what was offered."""
+    if sessions.multi_turn:
+        raise LoadgenError(f"--turns {sessions.turns}: multi-turn sessions run in a closed loop (--ladder): a later "
+                           "turn is sent when the reply before it has ended, so an open loop (--rate, --trace) "
+                           "could not plan it")

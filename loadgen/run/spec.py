@@ -19,6 +19,7 @@ from loadgen.client.tokencount import TokenCounter
 from loadgen.errors import LoadgenError
 from loadgen.request import GenRequest
 from loadgen.stage.result import Slo, StageResult
+from loadgen.workloads.sessions import SessionSpec
 
 RequestSource = Callable[[int], Iterator[GenRequest]]
 """seed → an endless, deterministic sequence of requests."""
@@ -138,6 +139,8 @@ class RunOptions:
     timeouts: Timeouts = Timeouts()
     tokenizer: TokenCounter | None = None
     seed: int = 0
+    sessions: SessionSpec = SessionSpec()
+    """How users hold conversations (``--turns``, ``--think-time``, ``--shared-prefix``); one turn: plain requests."""
 
     def __post_init__(self) -> None:
         if self.slo is None:

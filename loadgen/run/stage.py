@@ -75,7 +75,7 @@ async def run_stage(
     order: every target at a step gets the same prompts at the same instants).
     """
     requests = source(opts.seed + (stage_index if seed_index is None else seed_index))
-    pacing = pacing_for(spec, requests, opts.seed, user_offset, user_stride)
+    pacing = pacing_for(spec, requests, opts.seed, user_offset, user_stride, sessions=opts.sessions)
     tag = f"{target.label}-s{stage_index}-p{user_offset}"
     with frozen_heap():
         async with StreamClient(

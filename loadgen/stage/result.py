@@ -17,6 +17,7 @@ from loadgen.histograms import Hist
 from loadgen.metrics import BY_NAME, REGISTRY, SLO_METRICS
 from loadgen.record import CANCELLED, RequestRecord
 from loadgen.stage.selfcheck import SelfCheck, assess
+from loadgen.stage.sessions import SessionFigures
 from loadgen.stage.switching import BUCKET_S, NOTE_HEAD, DraftBuckets, judge
 from loadgen.stage.timeline import BIN_HISTS, Timeline
 
@@ -247,6 +248,8 @@ class StageResult:
     open_loop: dict | None = None
     """An open-loop stage: {"rate", "arrival", "max_in_flight", "max_lag_ms", "planned", "sent",
     "held_by_cap"} (loadgen/run/pacing.py); None for a closed loop."""
+    sessions: SessionFigures | None = None
+    """Multi-turn sessions' per-turn and per-session figures (loadgen/stage/sessions.py); None without sessions."""
 
     @property
     def window_s(self) -> float:
@@ -275,6 +278,10 @@ class StageResult:
             else:
                 for k in ("planned", "sent", "held_by_cap", "skipped_late"):
                     self.open_loop[k] = self.open_loop.get(k, 0) + other.open_loop.get(k, 0)
+        if other.sessions is not None:
+            if self.sessions is None:
+                self.sessions = SessionFigures()
+            self.sessions.merge(other.sessions)
 
     def to_dict(self) -> dict:
         w = self.window_s
@@ -329,6 +336,7 @@ class StageResult:
             },
             "workloads": {name: ms.to_dict(w, b) for name, ms in sorted(self.by_workload.items())},
             **switching,
+            **({"sessions": self.sessions.to_dict()} if self.sessions is not None else {}),
         }
 
     def _switching(self, window_s: float) -> dict:
@@ -358,6 +366,7 @@ class StageResult:
             cut=d.get("cut"), server=d.get("server"), cache_reset=d.get("cache_reset"), simulator=d.get("simulator"),
             warmup=d.get("warmup"),
             open_loop={k: v for k, v in d["open_loop"].items() if k in _OPEN_KEYS} if d.get("open_loop") else None,
+            sessions=SessionFigures.from_dict(d["sessions"]) if d.get("sessions") else None,
         )
 
 
@@ -413,6 +422,8 @@ class StageAccumulator:
         self.completed = 0
         self.failed = 0
         """Running counts over all workloads, for progress displays."""
+        self.sessions: SessionFigures | None = None
+        """Made by the first record of a session's turn."""
 
     def in_window(self, t_ns: int) -> bool:
         return self.lo <= t_ns < self.hi
@@ -427,6 +438,10 @@ class StageAccumulator:
             self.completed += rec.ok
             self.failed += not rec.ok and rec.error_class != CANCELLED
         self._fold(ms, rec, started_inside)
+        if rec.turn is not None:
+            if self.sessions is None:
+                self.sessions = SessionFigures()
+            self.sessions.add(rec, started_inside)
 
     def _fold(self, ms: MetricSet, rec: RequestRecord, started_inside: bool) -> None:
         lo, hi, width = self.lo, self.hi, self.bin_ns
@@ -508,5 +523,6 @@ class StageAccumulator:
     def result(self, **meta) -> StageResult:
         return StageResult(
             window_start_ns=self.lo, window_end_ns=self.hi, bin_ns=self.bin_ns, total=self.total,
-            by_workload=self.by_workload, client=meta.pop("client", ClientHealth()), **meta,
+            by_workload=self.by_workload, client=meta.pop("client", ClientHealth()),
+            sessions=self.sessions.close() if self.sessions is not None else None, **meta,
         )
