@@ -90,6 +90,12 @@ class Spec:
     """Overrides cost.cuda_graph_max_bs under speculation (0 = keep it); SGLang sizes it smaller there."""
     adaptive_off_batch: int = 64
     """With --speculative-adaptive, speculation is off at this batch size and above (SGLang's bs>=64 tier)."""
+    adaptive_band: int = 0
+    """Hysteresis: once off, speculation comes back on only at a batch below adaptive_off_batch - adaptive_band
+    (0 = the naive threshold, on at every batch below adaptive_off_batch; must stay below adaptive_off_batch)."""
+    adaptive_switch_ms: float = 0.0
+    """A decode step that changes the speculation state costs this much more (a real engine re-captures its
+    graphs or rebuilds the draft state)."""
     tree_branches: float = 0.0
     """Effective draft branches per depth of the verified tree (0 = from topk and the tree's size,
     model.branches); a fitted figure where a measured column says how a topk>1 tree accepts."""
@@ -211,6 +217,14 @@ def _build(cls: type, data: dict, where: str):
 def _check_spec(spec: Spec, where: str) -> None:
     if spec.num_draft_tokens < 2 or spec.num_steps < 1:
         raise LoadgenError(f"{where}: need num_steps >= 1 and num_draft_tokens >= 2")
+    check_band(spec, f"{where}: adaptive_band")
+
+
+def check_band(spec: Spec, what: str) -> None:
+    """``what`` (the key or flag that set it) names the problem: a band that leaves no batch to come back on at."""
+    if spec.adaptive_band >= spec.adaptive_off_batch:
+        raise LoadgenError(f"{what} must be below adaptive_off_batch ({spec.adaptive_off_batch}), "
+                           f"got {spec.adaptive_band}")
 
 
 def _parse_modes(tables: object, spec: Spec, cost: Cost, origin: str) -> tuple[Mode, ...]:
