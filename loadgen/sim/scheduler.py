@@ -4,7 +4,10 @@ Like SGLang's default scheduler: a FIFO waiting queue in front of a running
 batch capped at max-running-requests; whenever requests wait and there is room,
 the next forward is a prefill of the admitted ones (the decode batch pauses for
 it), otherwise a decode step (or a speculative draft+verify step) over the whole
-batch. Each forward ends at an absolute deadline t0 + sum(durations), so the
+batch. An adaptive mode keeps its speculation state between steps: off once the batch
+reaches spec.adaptive_off_batch, back on only below adaptive_off_batch - adaptive_band
+(band 0: the naive threshold, read anew every step); each change is a SpecSwitch in
+``switches`` and costs its step spec.adaptive_switch_ms more. Each forward ends at an absolute deadline t0 + sum(durations), so the
 schedule never drifts however late the event loop wakes; each request gets all
 of the step's tokens at once, and its HTTP handler writes them as one event.
 """
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 
 from loadgen.sim import model
 from loadgen.sim.profiles import Profile
-from loadgen.sim.truth import TruthRecord
+from loadgen.sim.truth import SpecSwitch, SwitchLog, TruthRecord
 
 now_ns = time.perf_counter_ns
 
@@ -158,6 +161,12 @@ class Scheduler:
         self._proposed = spec.num_draft_tokens - 1
         self._branches = model.branches(spec)
         self.stats.spec_accepted_per_pos = [0] * self._max_accept
+        self.spec_on = self._spec_mode
+        """The speculation state: what the last decode step ran (an adaptive mode keeps it between steps)."""
+        self._step_spec = self.spec_on
+        self._step_switched = False
+        """The planned decode step's state, and whether it changes spec_on (its end is the switch's instant)."""
+        self.switches = SwitchLog()
         self.count_cut_drafts = False
         """Count a step's accepted drafts before the cut at max_new_tokens (vLLM's counters do; the server
         sets it from its engine's table)."""
@@ -205,9 +214,15 @@ class Scheduler:
                 pass
 
     def _speculating(self, batch: int) -> bool:
+        """Whether a decode step over ``batch`` speculates, from the state the last step left."""
         if not self._spec_mode:
             return False
-        return not (self._adaptive and batch >= self.profile.spec.adaptive_off_batch)
+        if not self._adaptive:
+            return True
+        spec = self.profile.spec
+        if self.spec_on:
+            return batch < spec.adaptive_off_batch
+        return batch < spec.adaptive_off_batch - spec.adaptive_band
 
     async def _run(self) -> None:
         deadline = now_ns()
@@ -237,9 +252,12 @@ class Scheduler:
             tokens = sum(r.prompt_tokens for r in admitted)
             return admitted, model.prefill_ms(self.profile.cost, tokens, self._spec_mode)
         batch = len(self.running)
-        if self._speculating(batch):
-            return admitted, model.spec_step_ms(self.profile.cost, self.profile.spec, batch)
-        return admitted, model.decode_ms(self.profile.cost, batch)
+        on = self._step_spec = self._speculating(batch)
+        self._step_switched = on != self.spec_on
+        switch_ms = self.profile.spec.adaptive_switch_ms if self._step_switched else 0.0
+        if on:
+            return admitted, model.spec_step_ms(self.profile.cost, self.profile.spec, batch) + switch_ms
+        return admitted, model.decode_ms(self.profile.cost, batch) + switch_ms
 
     def complete_forward(self, admitted: list[SimRequest], t: int) -> None:
         """Apply a finished forward at time ``t``: first tokens after a prefill, step tokens after a decode."""
@@ -296,7 +314,10 @@ class Scheduler:
     def _after_decode(self, t: int) -> None:
         running = self.running
         batch = len(running)
-        speculating = self._speculating(batch)
+        speculating = self._step_spec
+        if self._step_switched:
+            self.spec_on, self._step_switched = speculating, False
+            self.switches.add(SpecSwitch(t, speculating, batch))
         max_accept, branches = self._max_accept, self._branches
         stats = self.stats
         step_tokens = 0

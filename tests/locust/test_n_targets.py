@@ -99,7 +99,7 @@ def test_simulator_modes_are_checked_against_the_profile():
     with pytest.raises(LoadgenError) as e:
         check_modes(bad)
     assert str(e.value) == ("--sim-modes: profile pcie-8gpu-eagle3 has no mode 'spec-topk9' (it has: baseline, "
-                            "spec, spec-topk4, spec-adaptive)")
+                            "spec, spec-topk4, spec-adaptive, spec-adaptive-hysteresis)")
 
 
 @pytest.mark.parametrize("toml,args,message", [

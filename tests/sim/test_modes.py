@@ -52,8 +52,8 @@ def test_three_columns_virtual_time():
 
 def test_profile_modes_and_overrides(tmp_path):
     prof = profiles.load(PROFILE)
-    assert prof.modes() == ["baseline", "spec", "spec-topk4", "spec-adaptive"]
-    assert [prof.is_speculative(m) for m in prof.modes()] == [False, True, True, True]
+    assert prof.modes() == ["baseline", "spec", "spec-topk4", "spec-adaptive", "spec-adaptive-hysteresis"]
+    assert [prof.is_speculative(m) for m in prof.modes()] == [False, True, True, True, True]
     t4 = prof.for_mode("spec-topk4")
     assert (t4.spec.num_steps, t4.spec.eagle_topk, t4.spec.num_draft_tokens, t4.spec.overlap) == (3, 4, 4, False)
     assert t4.for_mode("spec-topk4") is t4 and t4.cost.cpu_per_request_ms > 0
@@ -65,6 +65,9 @@ def test_profile_modes_and_overrides(tmp_path):
     assert prof.is_adaptive("spec-adaptive") and not prof.is_adaptive("spec")
     assert prof.max_running("spec-adaptive") == 512 and prof.max_running("spec") == 48
     assert ad.spec.adaptive_off_batch == 48 and ad.spec.num_steps == prof.spec.num_steps
+    assert ad.spec.adaptive_band == 0  # the naive threshold; its hysteresis twin comes back on below 48 - 16
+    hy = prof.for_mode("spec-adaptive-hysteresis").spec
+    assert (hy.adaptive_off_batch, hy.adaptive_band) == (48, 16) and prof.is_adaptive("spec-adaptive-hysteresis")
     # any profile can carry extra modes; a non-speculative one too
     src = profiles.PROFILE_DIR.joinpath("fast.toml").read_text()
     mine = tmp_path / "mine.toml"
@@ -107,7 +110,7 @@ def test_expect_prints_a_column_per_mode(live):
                        capture_output=True, text=True, timeout=30)  # fmt: skip
     assert p.returncode == 0, p.stderr
     head = next(line for line in p.stdout.splitlines() if line.split()[:1] == ["C"]).split()
-    assert head == ["C", "baseline", "spec", "spec-topk4", "spec-adaptive", "spec/base"]
+    assert head == ["C", "baseline", "spec", "spec-topk4", "spec-adaptive", "spec-adaptive-hysteresis", "spec/base"]
     row = next(line for line in p.stdout.splitlines() if line.split()[:1] == ["250"]).split()
     assert abs(float(row[3]) / 350 - 1) < 0.15
 
