@@ -97,6 +97,32 @@ def test_usage_only_on_finish_chunk_is_a_total_not_a_delta():
     assert st.final_completion_tokens == 5
 
 
+def test_cached_prompt_tokens_from_each_engines_field():
+    # SGLang /generate: meta_info.cached_tokens on the finishing event
+    st, _, _ = feed(get_protocol("sglang"), [gen_event("a", 1), gen_event("a b", 2, {"type": "length"},
+                                                                            cached_tokens=4)])
+    assert st.cached_tokens == 4
+    st, _, _ = feed(get_protocol("sglang"), [gen_event("a", 1, {"type": "length"})])
+    assert st.cached_tokens is None  # a server that says nothing is not a miss
+    # OpenAI usage (vLLM, SGLang --enable-cache-report): prompt_tokens_details.cached_tokens, per-chunk usage
+    cached = {**u(2), "prompt_tokens_details": {"cached_tokens": 3}}
+    st, _, _ = feed(get_protocol("chat"), [chat_event("a", usage=u(1)), chat_event(" b", usage=cached,
+                                                                                   finish="stop"), b"[DONE]"])
+    assert st.cached_tokens == 3
+    # ... or on the final usage event only
+    st, _, _ = feed(get_protocol("completions"), [
+        {"id": "x", "choices": [{"index": 0, "text": "ab", "finish_reason": "stop"}]},
+        {"id": "x", "choices": [], "usage": {**u(2), "prompt_tokens_details": {"cached_tokens": 0}}}])
+    assert st.cached_tokens == 0
+    # llama.cpp: timings.cache_n (its usage says nothing of the cache); prompt_tokens_details wins where both are
+    st, _, _ = feed(get_protocol("chat"), [chat_event("a"), chat_event(finish="stop"),
+                                           {"choices": [], "usage": u(1), "timings": {"cache_n": 7, "prompt_n": 2}}])
+    assert st.cached_tokens == 7
+    st, _, _ = feed(get_protocol("chat"), [chat_event("a"), chat_event(finish="stop"), {
+        "choices": [], "usage": {**u(1), "prompt_tokens_details": {"cached_tokens": 6}}, "timings": {"cache_n": 7}}])
+    assert st.cached_tokens == 6
+
+
 def test_openai_bodies():
     req = GenRequest(workload="w", prompt="Say hi", max_tokens=7, ignore_eos=True, seed=3)
     body = get_protocol("chat", model="m", spec_details=True).build(req, "rid")

@@ -85,6 +85,7 @@ class OpenAIStream(Protocol):
             if finish is not None:
                 state.final_completion_tokens = ct
                 _reasoning_usage(state, usage)
+                _cached_usage(state, usage)
         else:
             if text:
                 state.extra["continuous"] = False
@@ -108,6 +109,16 @@ def _final_usage(state: StreamState, usage: dict) -> None:
     if usage.get("prompt_tokens") is not None:
         state.prompt_tokens = int(usage["prompt_tokens"])
     _reasoning_usage(state, usage)
+    _cached_usage(state, usage)
+
+
+def _cached_usage(state: StreamState, usage: dict) -> None:
+    # OpenAI's prompt_tokens_details.cached_tokens (vLLM; SGLang with --enable-cache-report); llama.cpp's own
+    # count is its timings' cache_n (read with the timings)
+    details = usage.get("prompt_tokens_details")
+    n = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(n, int):
+        state.cached_tokens = n
 
 
 def _reasoning_usage(state: StreamState, usage: dict) -> None:
@@ -121,7 +132,10 @@ def _reasoning_usage(state: StreamState, usage: dict) -> None:
 
 
 def _llama_draft_fields(state: StreamState, timings: dict) -> None:
-    # llama.cpp reports drafts per request in `timings` (draft_n proposed, draft_n_accepted).
+    # llama.cpp reports drafts per request in `timings` (draft_n proposed, draft_n_accepted), and the prompt
+    # tokens its slot reused from the cache (cache_n; prompt_n is what it computed).
+    if isinstance(cached := timings.get("cache_n"), int) and state.cached_tokens is None:
+        state.cached_tokens = cached
     if timings.get("draft_n") is not None:
         state.proposed_drafts = int(timings["draft_n"])
         state.accepted_drafts = int(timings.get("draft_n_accepted") or 0)

@@ -61,6 +61,8 @@ class SGLangGenerate(Protocol):
                 state.final_completion_tokens = ct
             if isinstance(reasoning := meta.get("reasoning_tokens"), int):
                 state.server_reasoning_tokens = reasoning  # its text does not mark them: counted apart nowhere
+            if isinstance(cached := meta.get("cached_tokens"), int):
+                state.cached_tokens = cached
             if kind == "abort":
                 status = finish.get("status_code") if isinstance(finish, dict) else None
                 message = finish.get("message", "aborted") if isinstance(finish, dict) else "aborted"
