@@ -121,7 +121,21 @@ def run_options(s: Settings) -> RunOptions:
         from loadgen.client.tokencount import load_counter
 
         tokenizer = load_counter(s.tokenizer)
-    return RunOptions(slo=s.slo, timeouts=Timeouts(read_s=s.read_timeout), tokenizer=tokenizer, seed=s.seed)
+    return RunOptions(slo=s.slo, timeouts=Timeouts(read_s=s.read_timeout), tokenizer=tokenizer, seed=s.seed,
+                      sessions=session_spec(s))
+
+
+def session_spec(s: Settings):
+    """--turns, --think-time, --shared-prefix and --prefix-ratio as a SessionSpec, checked before any load: a
+    bad one, or sessions of several turns on an open-loop ladder, is one line naming the flag."""
+    from loadgen.run.pacing import check_open_sessions
+    from loadgen.workloads.sessions import SessionSpec
+
+    spec = SessionSpec(turns=s.turns or 1, think_s=s.think_time or 0.0, shared_prefix=s.shared_prefix or 0,
+                       prefix_ratio=1.0 if s.prefix_ratio is None else s.prefix_ratio)
+    if s.rate or s.trace:
+        check_open_sessions(spec)
+    return spec
 
 
 def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> list[str]:

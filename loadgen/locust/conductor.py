@@ -96,6 +96,7 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
             warmup_s=cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
             max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
             prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,
+            turns=cfg.turns, think_s=cfg.think_s, shared_prefix=cfg.shared_prefix, prefix_ratio=cfg.prefix_ratio,
             tokenizer=cfg.tokenizer, slo=dict(cfg.slo), connect_timeout_s=cfg.connect_timeout_s,
             read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id, **open_kw,
         ))

@@ -106,9 +106,12 @@ class LiveStage:
         if plan.open_loop:
             # the schedule from the run's seed (the arrivals key it by rate too), the prompts from seed + step:
             # every target at a rate gets the same requests at the same planned instants
-            return pacing_for(plan.spec(), plan.requests_iter(), plan.seed, self.share, self.n_shares, sleep=_sleep)
+            return pacing_for(plan.spec(), plan.requests_iter(), plan.seed, self.share, self.n_shares, sleep=_sleep,
+                              sessions=plan.sessions())
         users = range(max(1, math.ceil(plan.concurrency / self.n_shares)))
-        pacing = Closed(plan.requests_iter(self.share, self.n_shares), users, plan.concurrency)
+        # a Locust user holds its conversation as the runner's does: the session stays on the user's loop
+        pacing = Closed(plan.requests_iter(self.share, self.n_shares), users, plan.concurrency,
+                        sessions=plan.sessions())
         # Locust decides how many of the users this process gets: the pool must not be what limits them
         pacing.connections = max(1, plan.concurrency)
         return pacing

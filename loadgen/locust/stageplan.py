@@ -20,6 +20,7 @@ from loadgen.run.spec import StageSpec
 from loadgen.stage.load import LoadPoint
 from loadgen.stage.result import Slo
 from loadgen.client.target import Target
+from loadgen.workloads.sessions import SessionSpec
 
 
 @dataclass
@@ -45,6 +46,11 @@ class StagePlan:
     prompt_tokens: str | None = None
     max_tokens: str | None = None
     ignore_eos: bool = False
+    turns: int = 1
+    think_s: float = 0.0
+    shared_prefix: int = 0
+    prefix_ratio: float = 1.0
+    """Multi-turn sessions, as ``loadgen run --turns`` holds them (loadgen/workloads/sessions.py)."""
     tokenizer: str | None = None
     slo: dict = field(default_factory=dict)
     connect_timeout_s: float = 10.0
@@ -118,6 +124,9 @@ class StagePlan:
             return replace(spec, bin_s=self.bin_s) if self.bin_s else spec  # open_spec's bins hold requests
         return fixed_spec(self.concurrency, self.warmup_s, duration_s=self.duration_s, requests=self.requests,
                           bin_s=self.bin_s, max_cooldown_s=self.max_cooldown_s)
+
+    def sessions(self) -> SessionSpec:
+        return SessionSpec(self.turns, self.think_s, self.shared_prefix, self.prefix_ratio)
 
     def make_slo(self) -> Slo:
         return Slo(**self.slo)

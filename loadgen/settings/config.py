@@ -8,7 +8,8 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
 ``loadgen crossover --config`` set the same fields).
 
     [run]        ladder, warmup, duration | requests, seed, workload, prompt_tokens,
-                 max_tokens, ignore_eos, tokenizer, out, bin, max_cooldown,
+                 max_tokens, ignore_eos, turns, think_time, shared_prefix, prefix_ratio,
+                 tokenizer, out, bin, max_cooldown,
                  connect_timeout, read_timeout, loop, server_metrics_interval,
                  reset_cache, keep_parts
     [slo]        ttft_ms, itl_ms, tpot_ms, e2e_ms (one key per metric with an SLO)
@@ -100,6 +101,11 @@ class RampConfig:
     prompt_tokens: str | None = None
     max_tokens: str | None = None
     ignore_eos: bool = False
+    turns: int = 1
+    think_s: float = 0.0
+    shared_prefix: int = 0
+    prefix_ratio: float = 1.0
+    """Multi-turn sessions (loadgen/workloads/sessions.py)."""
     tokenizer: str | None = None
     out: str = K.OUT["locust"]
     bin_s: float | None = None

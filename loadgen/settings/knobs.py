@@ -221,6 +221,26 @@ class Settings:
     ignore_eos: bool | None = knob(
         "--ignore-eos", "generate exactly max tokens (biases acceptance)", action="store_true", default=False,
         toml="run.ignore_eos", attr="ignore_eos", check="boolean", section="traffic")
+    turns: int | None = knob(
+        "--turns", "multi-turn sessions of N turns: each later turn resends the history with the server's own "
+        "replies and the workload's next user message (closed loop; default {default}: single requests)",
+        fronts=FRONTS, default="1", parse=parse.count, toml="run.turns", attr="turns", check="integer",
+        check_kw={"lo": 1}, section="traffic")
+    think_time: float | None = knob(
+        "--think-time", "sessions: wait this long between a reply's end and the next turn (default {default})",
+        fronts=FRONTS, default="0s", parse=_dur, toml="run.think_time", attr="think_s", check="seconds",
+        check_kw={"allow_zero": True}, section="traffic")
+    shared_prefix: int | None = knob(
+        "--shared-prefix", "a system prompt of N tokens (loadgen's token rule) before every session's first "
+        "message, the same text for every session and target (default 0: none)", fronts=FRONTS, default="0",
+        parse=parse.tokens, toml="run.shared_prefix", attr="shared_prefix", check="integer", check_kw={"lo": 0},
+        section="traffic")
+    prefix_ratio: float | None = knob(
+        "--prefix-ratio", "the share of sessions (0-1) whose system prompt is the shared one; the others get one "
+        "of their own of the same length (default {default:g})", fronts=FRONTS, default=1.0, type=float,
+        help_by={"locust": "the share of sessions (0-1) whose system prompt is the shared one (default 1)"},
+        toml="run.prefix_ratio", attr="prefix_ratio", check="number", check_kw={"positive": False},
+        section="traffic")
     tokenizer: str | None = knob(
         "--tokenizer", "HF tokenizer.json (or folder) for servers without per-chunk usage", toml="run.tokenizer",
         attr="tokenizer", check="string", section="traffic")

@@ -32,6 +32,17 @@ def count(text: str, what: str) -> int:
     return v
 
 
+def tokens(text: str, what: str) -> int:
+    """'512' → 512: a whole number of tokens, 0 allowed (none)."""
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        raise LoadgenError(f"{what}: {text!r} is not a whole number of tokens") from None
+    if v < 0:
+        raise LoadgenError(f"{what}: must be >= 0 tokens, got {v}")
+    return v
+
+
 def ladder(text: str, what: str = "--ladder") -> list[int]:
     """'1,2,5,10' → [1, 2, 5, 10]: positive and strictly increasing."""
     try:

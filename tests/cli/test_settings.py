@@ -165,3 +165,30 @@ def test_help_works(live, cmd):
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     if "loadgen" in cmd:
         assert "--ladder" in p.stdout and "--workload" in p.stdout and "--loop" in p.stdout
+
+
+@pytest.mark.parametrize("given,message", [
+    (["--turns", "0"], "--turns: must be >= 1, got 0"),
+    (["--turns", "3", "--rate", "5"], "--turns 3: multi-turn sessions run in a closed loop (--ladder): a later turn "
+                                      "is sent when the reply before it has ended, so an open loop (--rate, --trace) "
+                                      "could not plan it"),
+    (["--shared-prefix", "x"], "--shared-prefix: 'x' is not a whole number of tokens"),
+    (["--prefix-ratio", "0.5"], "--prefix-ratio needs --shared-prefix (the share of sessions that carry it)"),
+    (["--prefix-ratio", "2", "--shared-prefix", "10"], "--prefix-ratio: must lie in [0, 1], got 2"),
+])
+@pytest.mark.parametrize("front_", ["run", "crossover"])
+def test_a_bad_session_setting_is_one_line_before_any_load(front_, given, message, tmp_path):
+    p = in_process(front_, *given, "--ladder", "1", "--out", str(tmp_path / "o"))
+    assert (p.returncode, p.stderr.strip().splitlines()) == (2, [f"loadgen: error: {message}"]), p.stderr
+
+
+def test_session_settings_reach_the_run_from_flags_and_toml(tmp_path):
+    toml = tmp_path / "s.toml"
+    toml.write_text('[run]\nturns = 4\nthink_time = "1.5s"\nshared_prefix = 64\nprefix_ratio = 0.25\n')
+    from_toml = flags.typed(cli_parser("crossover").parse_args(["--config", str(toml)]), "crossover")
+    cfgmod.overlay(from_toml, cfgmod.load(toml), flags.typed_defaults("crossover"), "crossover")
+    by_flags = flags.typed(cli_parser("crossover").parse_args(
+        ["--turns", "4", "--think-time", "1.5s", "--shared-prefix", "64", "--prefix-ratio", "0.25"]), "crossover")
+    for s in (from_toml, by_flags):
+        spec = front.session_spec(s)
+        assert (spec.turns, spec.think_s, spec.shared_prefix, spec.prefix_ratio) == (4, 1.5, 64, 0.25)

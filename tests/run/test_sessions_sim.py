@@ -1,0 +1,95 @@
+"""Multi-turn sessions against the simulator: each later turn's prompt is the history with the server's own
+earlier replies, to the token by the server's count, and the stage's per-turn figures are the records'."""
+
+from collections import Counter
+
+import pytest
+
+from loadgen.client.loops import new_event_loop
+from loadgen.client.target import Target
+from loadgen.run.order import fixed_spec
+from loadgen.run.spec import RunOptions
+from loadgen.run.stage import run_stage
+from loadgen.sim.process import SimProcess
+from loadgen.sim.validate import chat_prompt
+from loadgen.workloads import Lengths, resolve
+from loadgen.workloads import tokens
+from loadgen.workloads.sessions import SessionSpec, prefix_text, user_message
+
+TURNS, PREFIX, SEED = 3, 30, 11
+
+
+@pytest.fixture(scope="module")
+def sim(live):
+    with SimProcess(mode="spec", time_scale=20, seed=5) as s:
+        yield s.url
+
+
+def _run(url, protocol, spec):
+    source = resolve("chat", Lengths.parse(None, "24", None, True)).requests
+    records = []
+    opts = RunOptions(seed=SEED, sessions=spec)
+    stage = fixed_spec(2, 0.2, duration_s=None, requests=12)
+    loop = new_event_loop()
+    try:
+        result = loop.run_until_complete(run_stage(Target(protocol, url, protocol), stage, source, opts,
+                                                   on_record=records.append))
+    finally:
+        loop.close()
+    return source, records, result
+
+
+@pytest.mark.parametrize("protocol", ["chat", "sglang"])
+def test_later_turns_carry_the_servers_own_replies(sim, protocol):
+    spec = SessionSpec(turns=TURNS, shared_prefix=PREFIX)
+    source, records, result = _run(sim, protocol, spec)
+    drawn = source(SEED)  # the stage's step 0: the same stream the users drew their sessions from
+    wanted = {}
+    by_session: dict[int, dict[int, object]] = {}
+    for r in records:
+        if r.turn is not None:
+            by_session.setdefault(r.turn.session, {})[r.turn.index] = r
+    n_sessions = max(by_session)
+    user_turns = [next(drawn) for _ in range(n_sessions * TURNS)]
+    checked = 0
+    for session, turns in by_session.items():
+        history = [{"role": "system", "content": prefix_text(PREFIX)}]
+        for index in range(1, TURNS + 1):
+            req = user_turns[(session - 1) * TURNS + index - 1]
+            # turn 1 brings the workload's whole conversation, a later turn its last (user) message
+            history += req.as_messages() if index == 1 else [{"role": "user", "content": user_message(req)}]
+            rec = turns.get(index)
+            if rec is None or not rec.ok:
+                break
+            # the server counted the prompt it received: the history with its own earlier replies, to the token
+            assert rec.prompt_tokens == tokens.count(chat_prompt(history)), (session, index)
+            checked += index > 1
+            if rec.turn.last:
+                break
+            assert rec.reply is not None and tokens.count(rec.reply) == rec.output_tokens
+            history.append({"role": "assistant", "content": rec.reply})
+            wanted.setdefault(index, []).append(rec.prompt_tokens)
+    assert checked >= 2, "no session reached a later turn"
+    # the last turn asks for no reply: nothing to carry
+    assert all(r.reply is None for r in records if r.turn is not None and r.turn.last)
+    figures = result.sessions
+    assert figures is not None and figures.planned_turns == TURNS
+    # the stage's per-turn figures are its window's records, turn by turn
+    inside = [r for r in records if result.window_start_ns <= r.start_ns < result.window_end_ns and r.turn]
+    for index, t in enumerate(figures.turns, 1):
+        mine = [r for r in inside if r.turn.index == index]
+        assert t.started == len(mine) and t.completed == sum(r.ok for r in mine)
+        assert t.prompt_tokens == sum(r.prompt_tokens for r in mine if r.ok)
+    means = [t.prompt_tokens / t.prompt_counted for t in figures.turns if t.prompt_counted]
+    assert means == sorted(means) and len(means) == TURNS  # the history grows turn by turn
+
+
+def test_one_turn_sessions_are_plain_requests_with_the_shared_system_prompt(sim):
+    source, records, result = _run(sim, "chat", SessionSpec(turns=1, shared_prefix=PREFIX))
+    assert result.sessions is None and all(r.turn is None and r.reply is None for r in records)
+    drawn = source(SEED)
+    system = {"role": "system", "content": prefix_text(PREFIX)}
+    expected = [tokens.count(chat_prompt([system, *next(drawn).as_messages()])) for _ in records]
+    got = [r.prompt_tokens for r in records if r.ok]
+    # the users drew them in order; which of them ended first is the server's business
+    assert got and Counter(got) <= Counter(expected)
