@@ -12,6 +12,7 @@ from contextlib import ExitStack
 
 from loadgen.cli import front
 from loadgen.client.target import Target
+from loadgen.report.sessions import session_lines
 from loadgen.report.table import stage_table
 from loadgen.run.results import ResultsWriter
 from loadgen.settings import flags, recorded
@@ -49,9 +50,9 @@ def run(args) -> int:
     if outcome.status == "interrupted":
         print("loadgen: interrupted; results so far are saved", file=sys.stderr)
         if outcome.stages:
-            print(stage_table(outcome.stages))
+            print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages)]))
         print(f"loadgen: results in {writer.path}", file=sys.stderr)
         return outcome.exit_code
-    print(stage_table(outcome.stages))
+    print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages)]))
     print(f"loadgen: results in {writer.path} (+ .csv, .hlog)", file=sys.stderr)
     return 0

@@ -32,6 +32,7 @@ from loadgen.report.figures import acceptance_chart, delta_chart, figure, hdr_ch
 from loadgen.report.htmltables import chip, comparison_table, passes_table, stage_table, verdict_matrix
 from loadgen.report.inputs import Slice
 from loadgen.report.palette import colours_of
+from loadgen.report.sessions import session_table
 from loadgen.report.templates import fragment
 from loadgen.report.words import (capitalised, configs_kind, finding, kind_of, leans_against, metric_label,
                                   not_compared_sentence, slug, without_metric)
@@ -197,7 +198,13 @@ def _figures_tail(ra: RunAnalysis, anchor: str, per_target: dict[str, dict[int, 
     return [Part(heading, figs).html(),
             Part("Latency by percentile (HDR)", _hdr_tabs(ra, anchor, per_target, a)).html(),
             server,
-            Part("Every stage figure", stage_table(ra, per_target)).html()]
+            Part("Every stage figure", stage_table(ra, per_target)).html(),
+            Part("Multi-turn sessions, turn by turn", session_table(_stages(per_target))).html()]
+
+
+def _stages(per_target: dict[str, dict[int, Slice]]) -> list[dict]:
+    """The stage dicts under the slices, target by target in C order."""
+    return [st for per in per_target.values() for _, sl in sorted(per.items()) for st in sl.stages]
 
 
 def workload_section(ra: RunAnalysis, wl: str, per_target: dict[str, dict[int, Slice]], server: str = "",
