@@ -7,6 +7,7 @@ import pytest
 
 from loadgen.client.loops import new_event_loop
 from loadgen.client.target import Target
+from loadgen.record import CANCELLED
 from loadgen.run.order import fixed_spec
 from loadgen.run.spec import RunOptions
 from loadgen.run.stage import run_stage
@@ -93,3 +94,28 @@ def test_one_turn_sessions_are_plain_requests_with_the_shared_system_prompt(sim)
     got = [r.prompt_tokens for r in records if r.ok]
     # the users drew them in order; which of them ended first is the server's business
     assert got and Counter(got) <= Counter(expected)
+
+
+@pytest.fixture(scope="module")
+def small_sim(live):
+    # a context of 240 tokens: a chat session's history passes it by its third or fourth turn
+    with SimProcess(mode="baseline", time_scale=20, seed=5, extra_args=["--context-length", "240"]) as s:
+        yield s.url
+
+
+def test_a_history_that_overflows_the_context_ends_its_session_as_a_counted_failure(small_sim):
+    source, records, result = _run(small_sim, "chat", SessionSpec(turns=6))
+    failed = [r for r in records if not r.ok and r.error_class != CANCELLED]
+    assert failed and all(r.error_class == "http_400" and "context length" in r.error_message for r in failed)
+    # a session ends on its failed turn: none of its later turns was sent, and its user began a new one
+    last = {}
+    for r in records:
+        last[r.turn.session] = max(last.get(r.turn.session, 0), r.turn.index)
+    assert all(last[r.turn.session] == r.turn.index for r in failed)
+    assert max(last) > len({r.turn.session for r in failed}) >= 2
+    # the overflow came when the history passed 240 tokens, never before: every ok turn fit
+    assert all(r.prompt_tokens + r.output_tokens <= 240 for r in records if r.ok)
+    s = result.sessions
+    inside = [r for r in failed if result.window_start_ns <= r.start_ns < result.window_end_ns]
+    assert sum(t.failed for t in s.turns) == len(inside)
+    assert s.ended_by.get("http_400", 0) <= len(inside) and s.turns[0].failed == 0
