@@ -549,6 +549,9 @@ class LlamaServer(ServedProcess):
             str(self.binary), "-m", str(self.model), "--host", self.host, "--port", str(self.port),
             "-t", str(self.threads), "-c", str(self.ctx), "-np", str(self.slots),
             "--no-webui", "--metrics", "--no-jinja", "--chat-template", "gemma",
+            # no extra buffer types: on a host with AMX (seen on a Xeon with amx_int8, 2026-12-06) the native
+            # build's AMX matmul crashed the server at its warm-up decode (SIGSEGV in ggml_backend_amx_mul_mat)
+            "--no-repack",
         ]
         if self.spec:
             a += ["--spec-type", "ngram-simple",
