@@ -20,7 +20,9 @@ from loadgen.run.order import fixed_spec
 from loadgen.run.spec import RunOptions
 from loadgen.run.stage import run_stage
 from loadgen.workloads import Lengths, resolve
-from loadgen.workloads.sessions import SessionSpec, prefix_text, user_message
+from loadgen.workloads.sessions import SessionSpec
+
+from tests.sessionreplay import replayed
 
 from .runs import client_cpus
 
@@ -56,27 +58,12 @@ def test_later_turns_carry_the_servers_own_replies_and_the_cache_is_reported(lla
                                                                             llama_server_cpu) -> None:
     with pinned(min(client_cpus(llama_server_cpu))):
         source, records, result = _stage(llama_baseline)
-    drawn = source(SEED)
-    by_session: dict[int, dict[int, object]] = {}
-    for r in records:
-        by_session.setdefault(r.turn.session, {})[r.turn.index] = r
-    user_turns = [next(drawn) for _ in range(max(by_session) * TURNS)]
     later = 0
-    for session, turns in sorted(by_session.items()):
-        history = [{"role": "system", "content": prefix_text(PREFIX)}]
-        for index in range(1, TURNS + 1):
-            req = user_turns[(session - 1) * TURNS + index - 1]
-            history += req.as_messages() if index == 1 else [{"role": "user", "content": user_message(req)}]
-            rec = turns.get(index)
-            if rec is None or not rec.ok:
-                break
-            assert rec.prompt_tokens == asyncio.run(_server_count(llama_baseline, history)), (session, index)
-            assert rec.cached_tokens is not None and 0 <= rec.cached_tokens < rec.prompt_tokens
-            later += index > 1
-            if rec.turn.last:
-                break
-            assert rec.reply  # the answer's text, as the server streamed it
-            history.append({"role": "assistant", "content": rec.reply})
+    for rec, history in replayed(records, source(SEED), TURNS, PREFIX):
+        assert rec.prompt_tokens == asyncio.run(_server_count(llama_baseline, history)), rec.turn
+        assert rec.cached_tokens is not None and 0 <= rec.cached_tokens < rec.prompt_tokens
+        assert rec.turn.last or rec.reply  # the answer's text, as the server streamed it
+        later += rec.turn.index > 1
     assert later >= 2, "no session reached a later turn"
     figures = result.sessions
     assert figures is not None and figures.planned_turns == TURNS

@@ -15,7 +15,9 @@ from loadgen.sim.process import SimProcess
 from loadgen.sim.validate import chat_prompt
 from loadgen.workloads import Lengths, resolve
 from loadgen.workloads import tokens
-from loadgen.workloads.sessions import SessionSpec, prefix_text, user_message
+from loadgen.workloads.sessions import SessionSpec, prefix_text
+
+from tests.sessionreplay import replayed
 
 TURNS, PREFIX, SEED = 3, 30, 11
 
@@ -44,32 +46,14 @@ def _run(url, protocol, spec):
 def test_later_turns_carry_the_servers_own_replies(sim, protocol):
     spec = SessionSpec(turns=TURNS, shared_prefix=PREFIX)
     source, records, result = _run(sim, protocol, spec)
-    drawn = source(SEED)  # the stage's step 0: the same stream the users drew their sessions from
-    wanted = {}
-    by_session: dict[int, dict[int, object]] = {}
-    for r in records:
-        if r.turn is not None:
-            by_session.setdefault(r.turn.session, {})[r.turn.index] = r
-    n_sessions = max(by_session)
-    user_turns = [next(drawn) for _ in range(n_sessions * TURNS)]
     checked = 0
-    for session, turns in by_session.items():
-        history = [{"role": "system", "content": prefix_text(PREFIX)}]
-        for index in range(1, TURNS + 1):
-            req = user_turns[(session - 1) * TURNS + index - 1]
-            # turn 1 brings the workload's whole conversation, a later turn its last (user) message
-            history += req.as_messages() if index == 1 else [{"role": "user", "content": user_message(req)}]
-            rec = turns.get(index)
-            if rec is None or not rec.ok:
-                break
-            # the server counted the prompt it received: the history with its own earlier replies, to the token
-            assert rec.prompt_tokens == tokens.count(chat_prompt(history)), (session, index)
-            checked += index > 1
-            if rec.turn.last:
-                break
-            assert rec.reply is not None and tokens.count(rec.reply) == rec.output_tokens
-            history.append({"role": "assistant", "content": rec.reply})
-            wanted.setdefault(index, []).append(rec.prompt_tokens)
+    # the stage's step 0: the same stream the users drew their sessions from
+    for rec, history in replayed(records, source(SEED), TURNS, PREFIX):
+        # the server counted the prompt it received: the history with its own earlier replies, to the token
+        assert rec.prompt_tokens == tokens.count(chat_prompt(history)), rec.turn
+        if not rec.turn.last:
+            assert tokens.count(rec.reply) == rec.output_tokens  # the whole answer, as streamed
+        checked += rec.turn.index > 1
     assert checked >= 2, "no session reached a later turn"
     # the last turn asks for no reply: nothing to carry
     assert all(r.reply is None for r in records if r.turn is not None and r.turn.last)
