@@ -291,7 +291,16 @@ class AdminRoutes:
         return web.Response(status=200)
 
     async def truth_endpoint(self, request: web.Request) -> web.Response:
+        """Finished requests' truth (``rid``: one; ``clear``: and forget them); with ``switches=1`` the adaptive
+        mode's speculation switches instead, ``since_ns <= t_ns < until_ns`` (perf_counter_ns, the client's
+        clock; either left out: unbounded), as :meth:`SwitchLog.query` (a mode that never adapts: none)."""
         q = request.query
+        if q.get("switches", "0") not in ("0", "", "false"):
+            try:
+                lo, hi = int(q.get("since_ns", 0)), (int(q["until_ns"]) if "until_ns" in q else None)
+            except ValueError:
+                return _json({"error": "since_ns and until_ns are integers (perf_counter_ns)"}, 400)
+            return _json(self.scheduler.switches.query(lo, hi))
         clear = q.get("clear", "0") not in ("0", "", "false")
         return _json(self.truth.query(rid=q.get("rid"), clear=clear))
 

@@ -149,3 +149,13 @@ class SwitchLog:
     def between(self, lo_ns: int = 0, hi_ns: int | None = None) -> list[SpecSwitch]:
         """The kept switches with ``lo_ns <= t_ns < hi_ns`` (``hi_ns`` None: to the newest)."""
         return [s for s in self._switches if s.t_ns >= lo_ns and (hi_ns is None or s.t_ns < hi_ns)]
+
+    def complete_since(self, lo_ns: int) -> bool:
+        """Whether every switch at or after ``lo_ns`` is still kept (none dropped, or the oldest kept is older)."""
+        return self.total == len(self._switches) or self._switches[0].t_ns < lo_ns
+
+    def query(self, lo_ns: int = 0, hi_ns: int | None = None) -> dict:
+        """``/loadgen/truth?switches=1``'s answer: ``switches`` ([t_ns, on, batch] with ``lo_ns <= t_ns < hi_ns``),
+        ``total`` (every switch since the start) and ``complete`` (False: some in the range were dropped)."""
+        return {"total": self.total, "complete": self.complete_since(lo_ns),
+                "switches": [s.as_list() for s in self.between(lo_ns, hi_ns)]}
