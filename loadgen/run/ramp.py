@@ -298,11 +298,15 @@ class _Ramp:
 
 
 def _annotate(res, target: Target, probed: dict | None, clock0, reset: dict | None, retried: dict | None) -> None:
-    """The stage's simulator clock, cache reset and retry, with their notes."""
+    """The stage's simulator clock and true speculation switches, cache reset and retry, with their notes."""
     if res is not None and clock0 is not None:
         res.simulator = simclock.over(clock0, simclock.read(target.url, probed, target.headers))
         if res.simulator is not None and res.simulator["starved"]:
             res.notes.append(simclock.note(res.simulator))
+        if res.simulator is not None:
+            true = simclock.switches(target.url, probed, res.window_start_ns, res.window_end_ns, target.headers)
+            if true is not None:
+                res.simulator["switching"] = true.to_dict()
     if reset is not None:
         res.cache_reset = reset
         if not reset["ok"]:

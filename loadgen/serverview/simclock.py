@@ -3,7 +3,9 @@
 In: a target's base URL and what its probe found (a loadgen simulator says so in /server_info's
 ``loadgen_sim`` block). Out: :func:`read`, the simulator's :class:`Clock` now or None for any other
 server; :func:`over`, the stage's ``simulator`` block from two reads: ``forwards``, ``late_forwards``,
-``late_share``, ``mean_late_ms``, ``behind_forwards`` and ``starved``.
+``late_share``, ``mean_late_ms``, ``behind_forwards`` and ``starved``; :func:`switches`, an adaptive mode's
+true speculation switches inside the stage's window (``/loadgen/truth?switches=1``), the block's ``switching``
+beside the stream's own (loadgen.stage.switching).
 
 A forward is late when it ended more than 2 ms after the instant its model said it would
 (loadgen.sim.scheduler): the process did not get the CPU when the modelled GPU was done. One late
@@ -18,6 +20,7 @@ simulator was ``starved`` is left out of the analyses (loadgen.analysis.coverage
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from loadgen.serverview.wire import get_json
@@ -70,6 +73,35 @@ def over(before: Clock | None, after: Clock | None) -> dict | None:
     return {"forwards": forwards, "late_forwards": late, "late_share": round(late / forwards if forwards else 0.0, 4),
             "mean_late_ms": round(late_ms / forwards if forwards else 0.0, 3), "behind_forwards": round(behind, 3),
             "starved": forwards > 0 and behind >= STARVED_BEHIND}
+
+
+@dataclass(frozen=True)
+class TrueSwitches:
+    """The simulator's own speculation switches inside a window: what the stream's ``switching`` block infers."""
+
+    switches: int
+    window_s: float
+
+    @property
+    def per_s(self) -> float:
+        return self.switches / self.window_s if self.window_s > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"switches": self.switches, "per_s": round(self.per_s, 4)}
+
+
+def switches(url: str, probed: dict | None, lo_ns: int, hi_ns: int, headers: dict | None = None,
+             timeout_s: float = 2.0) -> TrueSwitches | None:
+    """The switches the simulator at ``url`` made with ``lo_ns <= t_ns < hi_ns`` (perf_counter_ns, the clock the
+    window's instants are on: one machine); 0 for a mode that does not adapt. None when it is not a simulator,
+    did not answer, or has dropped some of that range from its log (its newest 10,000 are kept)."""
+    if not is_sim(probed):
+        return None
+    got = get_json(url, f"/loadgen/truth?switches=1&since_ns={lo_ns}&until_ns={hi_ns}", timeout_s=timeout_s,
+                   headers=headers)
+    if not isinstance(got, dict) or not got.get("complete") or not isinstance(got.get("switches"), list):
+        return None
+    return TrueSwitches(len(got["switches"]), (hi_ns - lo_ns) / 1e9)
 
 
 def note(block: dict) -> str:

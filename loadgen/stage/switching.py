@@ -42,6 +42,12 @@ changes speculation by load switches when the load moves; in a steady window, or
 second, it is thrashing (vLLM #49548)."""
 
 
+def thrashing(switches: int, window_s: float) -> bool:
+    """Whether ``switches`` changes of speculation in a ``window_s`` window are oscillation (OSCILLATING_SWITCHES
+    at OSCILLATING_PER_S or faster): the one rule for the stream's count and the simulator's true one."""
+    return switches >= OSCILLATING_SWITCHES and window_s > 0 and switches / window_s >= OSCILLATING_PER_S
+
+
 NOTE_HEAD = "speculation switched on and off"
 """A stage's note from :meth:`Switching.note` starts so: it is derived from the buckets each time a stage is
 written, never kept (a merge of two processes' stages would otherwise carry each one's count)."""
@@ -114,7 +120,7 @@ class Switching:
 
     @property
     def oscillating(self) -> bool:
-        return self.switches >= OSCILLATING_SWITCHES and self.per_s >= OSCILLATING_PER_S
+        return thrashing(self.switches, self.window_s)
 
     def note(self) -> str:
         judged = self.on + self.off
