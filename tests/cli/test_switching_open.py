@@ -1,0 +1,60 @@
+"""Issue 30, done when: on the embedded simulator a naive threshold adaptive mode is flagged as oscillating under
+bursty open-loop traffic around its threshold, and one with hysteresis is not, and the simulator's truth says
+which: each stage's ``simulator.switching`` (its true switches inside the window, loadgen.serverview.simclock)
+beside the stream's own ``switching`` (loadgen.stage.switching)."""
+
+import json
+
+import pytest
+
+from loadgen.stage.switching import NOTE_HEAD, thrashing
+
+NAIVE, BAND = "spec-adaptive", "spec-adaptive-hysteresis"
+RATE = 46.0
+# Gamma arrivals at CV 3 around 46 req/s of predictable text hold the running batch near 48 in bursts: the naive
+# mode (off at 48, on below 48) switched 7 times in the 5 s window unpinned, as this test runs (stream 6, three
+# runs alike), 10-11 pinned to one core (taskset; stream 10-11); the band mode (on again only below 32) once,
+# off through most of the window (the stream saw too few drafts to judge). The count is a property of the burst
+# schedule (seeded, the same every run at a rate): at 40 req/s the naive mode read 5 switches in 5 s, on the
+# threshold, at 44 and 50 req/s once (a burst carries the batch past 48 and speculation off, and the slower plain
+# steps hold it there); so the test keeps the rate whose truth clears the flag's threshold (5 in 5 s) on both
+# sides. About 29 s wall.
+
+
+@pytest.fixture(scope="module")
+def bursty(cli, tmp_path_factory):
+    out = tmp_path_factory.mktemp("swo") / "xo"
+    p = cli("crossover", "--sim-modes", f"{NAIVE},{BAND}", "--rate", f"{RATE:g}", "--arrival", "gamma:3",
+            "--workload", "predictable", "--duration", "5s", "--warmup", "1s", "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr[-3000:]
+    stages = json.loads((out / "run.json").read_text())["stages"]
+    assert sorted((s["target"], s["rate"]) for s in stages) == [(NAIVE, RATE), (BAND, RATE)]
+    return {s["target"]: s for s in stages}
+
+
+def _flagged(stage: dict) -> bool:
+    return any(n.startswith(NOTE_HEAD) for n in stage["notes"])
+
+
+def test_each_stage_is_flagged_if_and_only_if_the_simulators_truth_thrashes(bursty):
+    for label, s in bursty.items():
+        truth, window_s = s["simulator"]["switching"], s["window"]["duration_s"]
+        assert truth["per_s"] == round(truth["switches"] / window_s, 4), label
+        assert _flagged(s) == thrashing(truth["switches"], window_s), (label, truth, s.get("switching"))
+        # The stream can miss a switch, never make one: a cell is judged off only when none of its chunks carried
+        # drafts (by chance at ALPHA over the window while speculating), on only when half its level did, so
+        # its judged states are, in time order, states of the forwards whose chunks fell in the window; a
+        # switch faster than a cell reads as a mixed cell and is lost. Those forwards ended up to the
+        # delivery delay before the window (the client's kernel stamps; under a millisecond on loopback, less
+        # than one 4 ms forward at time-scale 5): the last one before a switch just ahead of the window's
+        # start can show the old state inside it, a switch the truth's window leaves out: at most one more.
+        # (A band-mode stage that stayed off shows no speculation to the stream: no count, 0 here.)
+        assert s.get("switching", {}).get("switches", 0) <= truth["switches"] + 1, (label, truth, s.get("switching"))
+
+
+def test_the_naive_threshold_thrashes_and_the_one_with_hysteresis_does_not(bursty):
+    naive, band = bursty[NAIVE], bursty[BAND]
+    assert _flagged(naive) and naive["simulator"]["switching"]["switches"] >= 4
+    assert naive["switching"]["oscillating"]
+    assert not _flagged(band) and not band.get("switching", {}).get("oscillating", False)
+    assert band["simulator"]["switching"]["switches"] < naive["simulator"]["switching"]["switches"]
