@@ -25,7 +25,9 @@ planned) is recorded per request; a stage whose lag p99 exceeds ``spec.max_lag_m
 silently wrong: a client that cannot keep the schedule offers a lighter, smoother load than the one planned
 and hides the queueing (vLLM #54101: 1,426 ms of mean dispatch delay). Several processes share one
 schedule: process k of n sends arrivals k, k+n, k+2n, … with the requests of those positions, so the union
-is the schedule one process would have sent.
+is the schedule one process would have sent. A phase-shifting workload's request is drawn for its planned
+instant (:func:`on_schedule`): its phase is the one at that instant, not at the draw, which comes up to an
+inter-arrival earlier.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
 from loadgen.run.lifecycle import Lifecycle
 from loadgen.run.spec import StageSpec
+from loadgen.workloads.phases import PhaseStream
 from loadgen.workloads.sessions import SessionSource, SessionSpec
 
 NO_SESSIONS = SessionSpec()
@@ -233,11 +236,14 @@ class Open:
         self.counts = {"planned": 0, "sent": 0, "held_by_cap": 0, "skipped_late": 0}
         self.due_ns: int | None = None
         """The next planned send while the dispatcher waits for it (the folder keeps clear of it)."""
+        self.t0: int | None = None
+        """The instant the schedule's offsets count from, once started."""
         # no connection limit without a cap: aiohttp's pool would queue sends past it unseen
         self.connections = cap
         self.warm_connections = min(cap or 8, 64)
 
     def start(self, sender: Sender, t0: int) -> list[asyncio.Task]:
+        self.t0 = t0
         sender.life.folder.next_send = lambda: self.due_ns
         return [asyncio.create_task(self.run(sender, t0))]
 
@@ -296,9 +302,22 @@ def pacing_for(spec: StageSpec, requests: Iterator[GenRequest], arrival_seed: in
         check_open_sessions(sessions)
         if sessions.active:
             requests = SessionSource(sessions, requests).single_turns()  # a shared prefix on each request
-        pairs = itertools.islice(zip(spec.arrivals.times(arrival_seed), requests), share, None, n_shares)
-        return Open(pairs, cap_share(spec.concurrency, share, n_shares), sleep)
+        times = spec.arrivals.times(arrival_seed)
+        policy = Open((), cap_share(spec.concurrency, share, n_shares), sleep)
+        pairs = (on_schedule(times, requests, lambda: policy.t0) if isinstance(requests, PhaseStream)
+                 else zip(times, requests))
+        policy.pairs = itertools.islice(pairs, share, None, n_shares)
+        return policy
     return Closed(requests, range(share, spec.concurrency, n_shares), spec.concurrency, spec.ramp_s, sessions)
+
+
+def on_schedule(times: Iterable[float], stream: PhaseStream, origin: Callable[[], int | None]) -> Iterator[
+        tuple[float, GenRequest]]:
+    """(planned offset s, request) with each request drawn for its planned instant ``origin() + offset``; drawn
+    only once the dispatcher runs, when ``origin`` (its ``t0``) is known. Every process draws every arrival's
+    request (and keeps its share), so each process's stream sees the same instants and the union is one schedule."""
+    for offset_s in times:
+        yield offset_s, stream.at((origin() or 0) + int(offset_s * 1e9))
 
 
 def check_open_sessions(sessions: SessionSpec) -> None:

@@ -13,7 +13,11 @@ metrics take every request that *started* (open loop: was planned) in [ws, we);
 the load is kept up after ``we`` until each of those has finished, so none of
 them is cut short and none finishes under a lighter load than it started in.
 The window's lifecycle (warm-up until steady, open/close, cool-down, cut,
-notes) is loadgen/run/lifecycle.py.
+notes) is loadgen/run/lifecycle.py. A phase-shifting workload's clock
+(loadgen/workloads/phases.py) is anchored at the window's opening — with
+several processes the one shared instant — so every target's window runs the
+same schedule; the analysis finds the phases' bins from the window's start
+(loadgen/analysis/compare.py).
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ from loadgen.client.loops import new_event_loop
 from loadgen.client.stream import StreamClient
 from loadgen.client.target import Target
 from loadgen.record import RequestRecord
-from loadgen.run.lifecycle import Lifecycle, frozen_heap
+from loadgen.run.lifecycle import WINDOW, Lifecycle, frozen_heap
 from loadgen.run.pacing import Sender, pacing_for
 from loadgen.run.progress import report_progress
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, StageSpec, WindowProbe
 from loadgen.stage.result import StageResult
+from loadgen.workloads.phases import PhaseStream
 
 _now = time.perf_counter_ns
 
@@ -86,7 +91,8 @@ async def run_stage(
             if start_at_ns is not None:
                 await asyncio.sleep(max(0.0, (start_at_ns - _now()) / 1e9))
             t0 = start_at_ns or _now()
-            life = Lifecycle(spec, opts.slo, t0, pacing.n_users, probe=window_probe)
+            life = Lifecycle(spec, opts.slo, t0, pacing.n_users, probe=window_probe,
+                             on_phase=_anchor_at_window(requests, lambda: life.state.ws))
             sender = Sender(client, life, tag, hooks=(on_record,) if on_record is not None else ())
             tasks = pacing.start(sender, t0)
             tasks.append(asyncio.create_task(life.folder.run()))
@@ -106,6 +112,20 @@ async def run_stage(
     if life.state.cut is not None and life.state.cut.by == "interrupt":
         raise _Cut(res)
     return res
+
+
+def _anchor_at_window(requests, ws: Callable[[], int]) -> Callable[[str], None] | None:
+    """A phased stream's clock starts when the window opens (the lifecycle says so at ``ws``, the instant every
+    process shares); before that, and for any other stream, nothing to do. Requests drawn between ``ws`` and
+    this call are phase 0, the schedule's phase there: exact."""
+    if not isinstance(requests, PhaseStream):
+        return None
+
+    def on_phase(phase: str) -> None:
+        if phase == WINDOW:
+            requests.anchor(ws())
+
+    return on_phase
 
 
 def run_stage_sync(target, spec, source, opts, *, stage_index=0, loop_kind="auto", stop_event=None,

@@ -3,8 +3,9 @@
 In: a spec — a built-in name (``code``, ``chat``, ``predictable``, ``freetext``, content in
 ``builtin/``); an entry-point name from the ``loadgen.workloads`` group (a Workload subclass,
 instance or factory); a ``.jsonl`` path (``prompt`` or ``messages`` per line), a ``.json`` path
-or ``sharegpt:PATH`` (ShareGPT conversations); or a weighted mix ``code:2,chat:1`` (each
-request keeps the label of the workload it came from). Out: a :class:`Workload`, with
+or ``sharegpt:PATH`` (ShareGPT conversations); a weighted mix ``code:2,chat:1`` (each
+request keeps the label of the workload it came from); or phases on a clock
+``phases:predictable@30s,freetext@30s`` (loadgen/workloads/phases.py). Out: a :class:`Workload`, with
 :class:`Lengths` applied to each component.
 """
 
@@ -20,6 +21,8 @@ from loadgen.errors import LoadgenError
 from loadgen.request import GenRequest
 from loadgen.workloads.base import Workload, derive, one_line
 from loadgen.workloads.lengths import Lengths, Shaped
+from loadgen.workloads.phases import PREFIX as PHASES, PhaseWorkload
+from loadgen.workloads.phases import parse as parse_phases
 
 ENTRY_POINT_GROUP = "loadgen.workloads"
 
@@ -70,7 +73,7 @@ def available() -> list[str]:
 def _unknown(name: str) -> LoadgenError:
     return LoadgenError(
         f"unknown workload {name!r}; known: {', '.join(available())} "
-        "(or a .jsonl/.json path, sharegpt:PATH, or a mix such as code:2,chat:1)"
+        "(or a .jsonl/.json path, sharegpt:PATH, a mix such as code:2,chat:1, or phases:chat@30s,code@30s)"
     )
 
 
@@ -130,7 +133,9 @@ def _weight(text: str) -> float | None:
 
 
 def split_mix(spec: str) -> list[tuple[str, float]] | None:
-    """``[(spec, weight), ...]`` for a weighted spec, None for a single unweighted one."""
+    """``[(spec, weight), ...]`` for a weighted spec, None for a single unweighted one (a ``phases:`` spec is one)."""
+    if spec.strip().startswith(PHASES):
+        return None
     items = [item.strip() for item in spec.split(",")]
     weighted = []
     for item in items:
@@ -157,6 +162,12 @@ def resolve(spec: str, lengths: Lengths | None = None) -> Workload:
         workload = _load(name)
         return Shaped(workload, lengths) if lengths is not None and lengths.active else workload
 
+    if spec.startswith(PHASES):
+        schedule = parse_phases(spec)
+        try:
+            return PhaseWorkload(schedule, {name: resolve(name, lengths) for name in schedule.names})
+        except LoadgenError as exc:
+            raise LoadgenError(f"workload {spec!r}: {exc}") from None
     mix = split_mix(spec)
     if mix is None:
         return one(spec)
