@@ -9,10 +9,19 @@ value in each bin is one sample, and loadgen.analysis.crossover bootstraps over 
 samples. Stages repeated for the same target, workload and concurrency pool
 their bins. The metrics compared, their labels, units and order are declared by the
 metric modules (loadgen.metrics.CROSSOVER).
+
+A phase-shifting workload (``phases:``, loadgen/workloads/phases.py) labels each request with its phase's
+workload, so its stage has one slice per phase; each rests only on its phase's own time: the bins wholly
+inside that phase's intervals (the schedule runs from the window's start, where the stage anchored it), less
+a transition margin at each phase's start (:func:`slice_timeline`, the one place slices get their bins; the
+report's slices read it too). With N configurations each phase then has its own comparison, an adaptive
+configuration's gap to the envelope per phase and C, and on the embedded simulators the simulator's own gap
+beside it (:func:`gap_truth`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -37,6 +46,7 @@ from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
 from loadgen.stage.timeline import Timeline
+from loadgen.workloads.phases import PhaseSchedule, schedules
 
 
 @dataclass(frozen=True)
@@ -148,16 +158,86 @@ def failed_stages(doc: dict) -> dict[str, dict[int, str]]:
     return out
 
 
+def run_schedules(doc: dict) -> list[PhaseSchedule]:
+    """The phase schedules of a run's workloads (``run.workloads``; none in a run without ``phases:``)."""
+    return schedules((doc.get("run") or {}).get("workloads") or [])
+
+
+def stage_schedule(s: dict, scheds: list[PhaseSchedule]) -> PhaseSchedule | None:
+    """The schedule stage ``s`` ran: the run's phased workload whose phase names its slices are (a run holds at
+    most one: a config's workload is one spec), or None for a stage of any other workload."""
+    wls = set(s.get("workloads") or {})
+    return next((x for x in scheds if wls and wls <= set(x.names)), None)
+
+
+TRANSITION = "p99"
+"""Each phase but the window's first is read only once this percentile of the E2E of the phase before it (its
+workload's, in this stage) has passed since it began: by then the previous phase's requests, sent up to its last
+instant, have ended (closed loop: every user's next request is the new phase's). The previous phase's, not the
+stage's: on the simulators (pcie-8gpu-eagle3, phases:predictable@8s,freetext@8s, C=8) predictable's requests were
+gone 3.2 s after freetext began (its E2E p99 3.7 s) while freetext's, p99 17 s, still held a third of the tokens
+8 s into the next predictable phase: one stage-wide margin would have cut every freetext bin. The window's first
+phase needs none: the warm-up ran it."""
+
+
+def transition_s(s: dict, previous: str) -> float:
+    """The margin (s) at the start of a phase that follows ``previous`` in stage ``s`` (:data:`TRANSITION`; the
+    stage's E2E where that workload has none)."""
+    e2e = ((s.get("workloads") or {}).get(previous) or {}).get("e2e") or {}
+    if not e2e.get(TRANSITION):
+        e2e = s.get("e2e") or {}
+    return float(e2e.get(TRANSITION) or e2e.get("max") or 0.0) / 1000.0
+
+
+def phase_bins(s: dict, wl: str, sched: PhaseSchedule) -> list[int]:
+    """The window bins of stage ``s`` that lie wholly inside a phase named ``wl``, past the transition margin
+    (:func:`transition_s`; none for the window's first phase, or after a phase of the same workload). Bin i spans
+    [i·bin_s, (i+1)·bin_s) after the window's start, the instant the schedule was anchored."""
+    tl = s.get("timeline") or {}
+    b = float(tl.get("bin_s") or 0.0)
+    n = len(tl.get("tokens") or [])
+    if b <= 0 or not n:
+        return []
+    phases = sched.phases
+    keep = []
+    for start, end, i in sched.intervals(n * b):
+        if phases[i].name != wl:
+            continue
+        previous = phases[i - 1].name
+        lo = start + (transition_s(s, previous) if start > 0 and previous != wl else 0.0)
+        first = math.ceil(lo / b - 1e-9)
+        last = math.floor(end / b + 1e-9)  # bins [first, last) end by the phase's end
+        keep.extend(range(max(0, first), min(n, last)))
+    return keep
+
+
+def only_bins(tl: dict, keep: list[int]) -> dict:
+    """A timeline dict with only the bins ``keep`` (every per-bin list cut alike, ``bin_s`` kept)."""
+    return {k: ([v[i] for i in keep if i < len(v)] if isinstance(v, list) else v) for k, v in tl.items()}
+
+
+def slice_timeline(s: dict, wl: str, scheds: list[PhaseSchedule]) -> dict:
+    """The timeline one slice of stage ``s`` rests on: the workload's own (``all``: the stage's), a phase's only
+    over its own bins (:func:`phase_bins`; ``all`` keeps the whole window of the alternating load)."""
+    if wl == "all":
+        return s.get("timeline") or {}
+    tl = ((s.get("workloads") or {}).get(wl) or {}).get("timeline") or {}
+    sched = stage_schedule(s, scheds)
+    return tl if sched is None else only_bins(tl, phase_bins(s, wl, sched))
+
+
 def _slices(doc: dict) -> dict[tuple[str, str, int], list[tuple[int, dict]]]:
     """(target, workload, C) → (pass, timeline) of every stage slice measured there (not those whose every
-    request failed: :func:`all_failed`); the pass is the stage's ``repeat`` (0 in a run without repeats)."""
+    request failed: :func:`all_failed`); the pass is the stage's ``repeat`` (0 in a run without repeats). A
+    phase's slice holds only its phase's bins (:func:`slice_timeline`)."""
     out: dict[tuple[str, str, int], list[tuple[int, dict]]] = {}
+    scheds = run_schedules(doc)
     for s in doc.get("stages", []):
         if not window_whole(s) or all_failed(s) or sim_starved(s) or not_comparable(s):
             continue
         r = int(s.get("repeat") or 0)
-        for wl, m in s.get("workloads", {}).items():
-            out.setdefault((s["target"], wl, s["concurrency"]), []).append((r, m["timeline"]))
+        for wl in s.get("workloads", {}):
+            out.setdefault((s["target"], wl, s["concurrency"]), []).append((r, slice_timeline(s, wl, scheds)))
         if len(s.get("workloads", {})) > 1:
             out.setdefault((s["target"], "all", s["concurrency"]), []).append((r, s["timeline"]))
     return out
@@ -296,6 +376,8 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
                 if m.name == "output_tokens_per_s":
                     out.engine_terms[wl] = translate([asdict(p) for p in r.policy],
                                                      doc.get("run", {}).get("servers") or {}, r.reference)
+                if m.name == DECIDES and wl != "all":
+                    r.gap_truth = gap_truth(doc, wl, r)
                 out.configs.setdefault(wl, {})[m.name] = r
                 batch = batch_sentence(r) if m.name == "output_tokens_per_s" else ""
                 out.policy.setdefault(wl, {})[m.name] = (policy_sentence(r, m.label) + excluded_words(r)
@@ -319,6 +401,29 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
         out.workloads[wl] = per_metric
         out.coverage[wl] = cov.result(not_compared.get(wl, ""))
     return out
+
+
+def gap_truth(doc: dict, wl: str, r: ConfigsResult) -> list[dict]:
+    """On the embedded simulators, each adaptive configuration's gap to the envelope at each C beside the
+    simulator's own steady state for workload ``wl`` (a phase: its phase's workload) at that C; [] elsewhere, or
+    where the simulator cannot plan the traffic (a dataset file not on this machine). Seconds of the simulator's
+    scheduler per workload (2 s for three modes at two C on two cores), so only the deciding metric's."""
+    run = doc.get("run") or {}
+    sim = run.get("simulator") or {}
+    modes = sim.get("modes") or {}
+    if not r.adaptive or not modes or "seed" not in sim or not all(x in modes for x in r.labels):
+        return []
+    reported = [{"label": x, "concurrency": a.concurrency, "delta": g.delta, "ci_low": g.ci_low, "ci_high": g.ci_high}
+                for a in r.at for x in r.adaptive
+                if (g := a.shortfall.get(x)) is not None and g.delta is not None and g.ci_low is not None]
+    from loadgen.sim.known import known_gaps
+
+    try:
+        # the prompt seed is the run's (a Locust ramp's simulator block carries the simulator's own seed)
+        found = known_gaps(sim, wl, modes, r.adaptive, reported, seed=run.get("seed", sim["seed"]))
+    except LoadgenError:
+        return []
+    return [asdict(k) for k in found]
 
 
 def _per_pass(slices, wl: str, m: CrossoverMetric, labels: list[str]) -> dict[str, dict[int, dict[int, list[float]]]]:

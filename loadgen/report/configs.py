@@ -192,7 +192,10 @@ def per_c_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
 
 
 def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
-    """For each configuration that adapts on its own: how close it comes to the envelope of the others, per C."""
+    """For each configuration that adapts on its own: how close it comes to the envelope of the others, per C, and
+    on the embedded simulators the simulator's own gap there, ✓ where the interval holds it."""
+    from loadgen.sim.known import gap_verdict  # the simulator's modules only when a run has its truth
+
     out = []
     hib = r.higher_is_better
     nd = 1 if unit in ("tok/s", "ms") else 3
@@ -200,19 +203,26 @@ def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
         if x in r.excluded:
             continue
         rows = []
+        truth = {k["concurrency"]: k for k in r.gap_truth if k["label"] == x}
         for a in r.at:
             g = a.shortfall.get(x)
             if x not in a.means or g is None:
                 continue
             word = envelope_word(g, hib)
+            own = ""
+            if truth:
+                k = truth.get(a.concurrency)
+                own = "<td></td>" if k is None else (f'<td class="num" title="{escape(gap_verdict(k)[1])}">'
+                                                     f'{k["true"] * 100:+.1f} % {gap_verdict(k)[0]}</td>')
             rows.append(f'<tr><td class="num">{a.concurrency}</td><td class="num">{a.means[x]:.{nd}f}</td>'
                         f'<td class="num">{a.envelope:.{nd}f} <small>{escape(a.envelope_label)}</small></td>'
-                        f'<td class="num">{escape(_gap(g))}</td><td>{escape(word)}</td></tr>')
+                        f'<td class="num">{escape(_gap(g))}</td>{own}<td>{escape(word)}</td></tr>')
         if rows:
+            own_head = "<th>the simulator's own gap</th>" if truth else ""
             out.append(f'<p><b>{swatch(colours.get(x, "#999"), x)}</b> adapts on its own, so it is never chosen for a '
                        f'step; here is how close it comes to the envelope of the others:</p>'
                        f'<table class="cmp adaptive"><thead><tr><th>C</th><th>{escape(x)}</th><th>envelope</th>'
-                       f'<th>gap to the envelope ({r.confidence * 100:g} % joint)</th><th></th></tr></thead>'
+                       f'<th>gap to the envelope ({r.confidence * 100:g} % joint)</th>{own_head}<th></th></tr></thead>'
                        f'<tbody>{"".join(rows)}</tbody></table>')
     return "".join(out)
 

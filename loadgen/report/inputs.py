@@ -5,7 +5,8 @@ Out: :func:`usable` (the document without malformed stages, and why each was lef
 :func:`analysis` (``crossover.json``: reused when fresh, else computed with
 :func:`loadgen.analysis.compare.analyze_run` and written; the terminal reads it as this dict),
 :func:`typed` (that dict as the :class:`~loadgen.analysis.compare.RunAnalysis` the page reads), :func:`slices`
-(workload → target → C → :class:`Slice`, repeated stages pooled, each with its flags),
+(workload → target → C → :class:`Slice`, repeated stages pooled, each with its flags; a phase of a
+``phases:`` workload over its own bins only, as the analysis takes them),
 and :func:`servers` / :func:`max_running` (what the servers said about themselves).
 Everything later in the report reads these, never the raw stage dicts' layout again: the page reads the
 analysis typed (converted once, here), the stages as :class:`Slice` (their figures stay run.json's dicts:
@@ -123,6 +124,9 @@ class Slice:
     """Summary dict: the stage's workload slice (or the merge of several)."""
     rate_bins: list[float]
     stages: list[dict]
+    timelines: list[dict] = field(default_factory=list)
+    """The timeline each pooled stage gives this slice (a phase's: only its phase's bins,
+    loadgen.analysis.compare.slice_timeline)."""
     incomplete: bool = False
     flags: list[tuple[str, str]] = field(default_factory=list)
     """(kind, text); kind is "client", "fail", "approx", "incomplete" or "note"."""
@@ -145,9 +149,7 @@ class Slice:
         m = BY_NAME.get(metric)
         if m is None:
             return []
-        tls = [s.get("timeline") if self.workload == "all" else (s.get("workloads") or {}).get(self.workload, {})
-               .get("timeline") for s in self.stages]
-        return [v for tl in tls if tl for v in m.samples(tl)]
+        return [v for tl in self.timelines if tl for v in m.samples(tl)]
 
     @property
     def severity(self) -> str:
@@ -176,8 +178,9 @@ def _merge(parts: list[tuple[dict, dict]]) -> dict:
 
 def slices(doc: dict) -> dict[str, dict[str, dict[int, Slice]]]:
     """workload → target → C → Slice. A stage with several workloads also counts under "all"."""
-    from loadgen.analysis.compare import window_whole
+    from loadgen.analysis.compare import run_schedules, slice_timeline, window_whole
 
+    scheds = run_schedules(doc)
     groups: dict[tuple[str, str, int], list[tuple[dict, dict]]] = {}
     for s in doc.get("stages", []):
         wls = s.get("workloads") or {}
@@ -190,8 +193,9 @@ def slices(doc: dict) -> dict[str, dict[str, dict[int, Slice]]]:
         complete = [p for p in parts if window_whole(p[0])]
         use = complete or parts
         d = _merge(use)
-        bins = [v for _, m in use for v in _rate(m.get("timeline", {}))]
-        sl = Slice(target, wl, c, d, bins, [p[0] for p in use], incomplete=not complete)
+        tls = [slice_timeline(stage, wl, scheds) for stage, _ in use]
+        sl = Slice(target, wl, c, d, [v for tl in tls for v in _rate(tl)], [p[0] for p in use], tls,
+                   incomplete=not complete)
         sl.flags = _flags(sl)
         out.setdefault(wl, {}).setdefault(target, {})[c] = sl
     return out

@@ -147,7 +147,7 @@ def _pct(g: dict | None) -> str:
 def configs_tables(res: dict, metric: str = PRIMARY) -> str:
     """The terminal view of three or more configurations: per workload, each one's mean at every C, the best
     (or the tie), its lead over the runner-up with the joint interval, then the policy of every metric."""
-    from loadgen.sim.known import switch_verdict
+    from loadgen.sim.known import gap_verdict, switch_verdict
 
     lines = []
     # the workloads in the analysis's order (a set's order would change from run to run)
@@ -182,6 +182,10 @@ def configs_tables(res: dict, metric: str = PRIMARY) -> str:
             gaps = [(a["concurrency"], a["shortfall"].get(x)) for a in r["at"] if x in a["shortfall"]]
             lines.append(f"  • {x} (adapts on its own) against the best of the others: "
                          + ", ".join(f"C={c} {_pct(g)} %" for c, g in gaps))
+            for k in r.get("gap_truth", []):  # on the embedded simulators: its own gap at each C
+                if k["label"] == x:
+                    mark, words = gap_verdict(k)
+                    lines.append(f"      {mark} {words}")
         for k in r.get("simulator_truth", []):
             mark, text = switch_verdict(k)
             lines.append(f"  {mark} {text}")

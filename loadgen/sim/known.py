@@ -3,7 +3,9 @@
 In: a run's ``simulator`` block, a workload, what the analysis reported (crossovers, or for N
 configurations the switch points of its policy, with the run's labels mapped to simulator modes).
 Out: the simulator's own answer in virtual time (``virtual``): KnownCrossover / KnownSwitch per
-reported point, and ``known_best``'s tok/s per concurrency and label.
+reported point, ``known_best``'s tok/s per concurrency and label, and ``known_gaps``: an adaptive
+configuration's own gap to the envelope of the fixed ones at each measured C (a phase of a
+``phases:`` workload is its own workload here: its label resolves to the phase's requests).
 
 A run against the embedded simulators can be checked as it is reported: the
 simulator knows its cost model, so ``sim.virtual`` computes the crossover its
@@ -145,3 +147,48 @@ def verdict(k: dict) -> tuple[str, str]:
     return _checked(k, f"the simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
                        f"C≈{k['reported']:.1f} is a false alarm",
                     "the simulator's own crossover for this traffic")
+
+
+@dataclass(frozen=True)
+class KnownGap:
+    """An adaptive configuration's gap to the envelope at one C, as reported and as the simulator has it."""
+
+    label: str
+    concurrency: int
+    reported: float
+    """(adaptive − envelope) / envelope, as the analysis estimated it."""
+    ci_low: float
+    ci_high: float
+    true: float
+    """The same in the simulator's steady state: the adaptive mode against the best fixed one there."""
+    envelope_label: str
+    """The simulator's best fixed configuration at this C."""
+    covered: bool
+
+
+def known_gaps(sim: dict, workload: str, modes: dict[str, str], adaptive: list[str], reported: list[dict], *,
+               seed: int = 0, forwards: int = 12000) -> list[KnownGap]:
+    """Beside each reported gap ``{"label", "concurrency", "delta", "ci_low", "ci_high"}`` of an adaptive
+    configuration, the simulator's own: its steady-state tok/s (:func:`known_best`) of that mode against the best
+    of the fixed configurations' modes at that C, for this run's traffic."""
+    if not reported:
+        return []
+    cs = sorted({int(g["concurrency"]) for g in reported})
+    best = known_best(sim, workload, modes, cs, seed=seed, forwards=forwards)
+    out = []
+    for g in reported:
+        here = best[int(g["concurrency"])]
+        fixed = {x: v for x, v in here.items() if x not in adaptive}
+        top = max(fixed, key=fixed.__getitem__)
+        true = here[g["label"]] / fixed[top] - 1.0
+        out.append(KnownGap(g["label"], int(g["concurrency"]), g["delta"], g["ci_low"], g["ci_high"], true, top,
+                            g["ci_low"] <= true <= g["ci_high"]))
+    return out
+
+
+def gap_verdict(k: dict) -> tuple[str, str]:
+    """(✓ or ✗, a sentence) for one KnownGap as a dict (dataclasses.asdict or reloaded JSON)."""
+    where = "inside" if k["covered"] else "outside"
+    return ("✓" if k["covered"] else "✗"), (f"the simulator's own gap of {k['label']} at C={k['concurrency']}: "
+                                            f"{k['true'] * 100:+.1f} % against {k['envelope_label']} "
+                                            f"({where} the reported interval)")
