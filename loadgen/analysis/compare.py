@@ -175,8 +175,9 @@ TRANSITION = "p99"
 workload's, in this stage) has passed since it began: by then the previous phase's requests, sent up to its last
 instant, have ended (closed loop: every user's next request is the new phase's). The previous phase's, not the
 stage's: on the simulators (pcie-8gpu-eagle3, phases:predictable@8s,freetext@8s, C=8) predictable's requests were
-gone 3.2 s after freetext began (its E2E p99 3.7 s) while freetext's, p99 17 s, still held a third of the tokens
-8 s into the next predictable phase: one stage-wide margin would have cut every freetext bin. The window's first
+gone 3.2 s after freetext began (its E2E p99 3.7 s) while freetext's, p99 17 s, still made 31 % of the tokens
+5-6 s into the next predictable phase: one stage-wide margin (10.6 s) would have cut every freetext bin. With
+64-token replies (C=8 and 48) the kept bins held 0 tokens of the other phase in every stage. The window's first
 phase needs none: the warm-up ran it."""
 
 
