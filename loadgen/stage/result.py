@@ -18,7 +18,7 @@ from loadgen.metrics import BY_NAME, REGISTRY, SLO_METRICS
 from loadgen.record import CANCELLED, RequestRecord
 from loadgen.stage.selfcheck import SelfCheck, assess
 from loadgen.stage.sessions import SessionFigures
-from loadgen.stage.switching import BUCKET_S, NOTE_HEAD, DraftBuckets, judge
+from loadgen.stage.switching import BUCKET_S, NOTE_HEAD, DraftBuckets, Switching, judge, judge_phases
 from loadgen.stage.timeline import BIN_HISTS, Timeline
 
 # np.unique imports numpy.ma on its first call (35 ms): made here, at start-up, not in a run's first fold
@@ -250,6 +250,9 @@ class StageResult:
     "held_by_cap"} (loadgen/run/pacing.py); None for a closed loop."""
     sessions: SessionFigures | None = None
     """Multi-turn sessions' per-turn and per-session figures (loadgen/stage/sessions.py); None without sessions."""
+    phased: bool = False
+    """Some request was drawn in a later phase of a phase-shifting workload: its workloads took turns in the
+    window, and whether speculation switched is judged phase by phase (stage/switching.judge_phases)."""
 
     @property
     def window_s(self) -> float:
@@ -278,6 +281,7 @@ class StageResult:
             else:
                 for k in ("planned", "sent", "held_by_cap", "skipped_late"):
                     self.open_loop[k] = self.open_loop.get(k, 0) + other.open_loop.get(k, 0)
+        self.phased = self.phased or other.phased
         if other.sessions is not None:
             if self.sessions is None:
                 self.sessions = SessionFigures()
@@ -298,12 +302,12 @@ class StageResult:
                 # the schedule not kept comes first: its advice (the cap, more processes) is what to do
                 reasons.insert(0, why)
                 advice = tip
-        switching = self._switching(w)
+        sw = self.judged(w)
+        switching = self._switching(sw)
         notes = list(self.notes)
-        if "switching" in switching and switching["switching"].get("oscillating"):
-            note = judge(self.total.draft_buckets, w).note()
-            if note not in notes:
-                notes.append(note)
+        if sw is not None and sw.oscillating:
+            if sw.note() not in notes:
+                notes.append(sw.note())
         return {
             "schema": SCHEMA,
             "target": self.target,
@@ -334,20 +338,34 @@ class StageResult:
                 "coalesced_reads": self.client.coalesced_reads,
                 "loop_lag_histogram": lag.encode(),
             },
-            "workloads": {name: ms.to_dict(w, b) for name, ms in sorted(self.by_workload.items())},
+            "workloads": {name: self._workload_dict(ms, w, b) for name, ms in sorted(self.by_workload.items())},
             **switching,
+            **({"phased": True} if self.phased else {}),
             **({"sessions": self.sessions.to_dict()} if self.sessions is not None else {}),
         }
 
-    def _switching(self, window_s: float) -> dict:
+    def judged(self, window_s: float) -> Switching | None:
+        """What the stream says speculation did in the window (a phased one phase by phase)."""
+        if self.phased and len(self.by_workload) > 1:
+            return judge_phases([ms.draft_buckets for ms in self.by_workload.values()], window_s)
+        return judge(self.total.draft_buckets, window_s)
+
+    def _switching(self, sw: Switching | None) -> dict:
         """The stage's ``switching`` block: the buckets (so merges and reloads judge again) and what they say;
         none where no chunk carried drafts (a plain server)."""
         chunks, multi = self.total.draft_buckets.trimmed()
         if not any(multi):
             return {}
-        sw = judge(self.total.draft_buckets, window_s)
         return {"switching": {"bucket_s": BUCKET_S, **(sw.to_dict() if sw is not None else {}),
                               "chunks": chunks, "multi": multi}}
+
+    def _workload_dict(self, ms: MetricSet, window_s: float, bin_s: float) -> dict:
+        """A workload's slice; in a phased stage with its buckets, which judge_phases reads again on reload."""
+        d = ms.to_dict(window_s, bin_s)
+        if self.phased:
+            chunks, multi = ms.draft_buckets.trimmed()
+            d["switching"] = {"bucket_s": BUCKET_S, "chunks": chunks, "multi": multi}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
@@ -367,6 +385,7 @@ class StageResult:
             warmup=d.get("warmup"),
             open_loop={k: v for k, v in d["open_loop"].items() if k in _OPEN_KEYS} if d.get("open_loop") else None,
             sessions=SessionFigures.from_dict(d["sessions"]) if d.get("sessions") else None,
+            phased=bool(d.get("phased")),
         )
 
 
@@ -424,6 +443,7 @@ class StageAccumulator:
         """Running counts over all workloads, for progress displays."""
         self.sessions: SessionFigures | None = None
         """Made by the first record of a session's turn."""
+        self.phased = False
 
     def in_window(self, t_ns: int) -> bool:
         return self.lo <= t_ns < self.hi
@@ -438,6 +458,7 @@ class StageAccumulator:
             self.completed += rec.ok
             self.failed += not rec.ok and rec.error_class != CANCELLED
         self._fold(ms, rec, started_inside)
+        self.phased = self.phased or rec.phase > 0
         if rec.turn is not None:
             if self.sessions is None:
                 self.sessions = SessionFigures()
@@ -524,5 +545,5 @@ class StageAccumulator:
         return StageResult(
             window_start_ns=self.lo, window_end_ns=self.hi, bin_ns=self.bin_ns, total=self.total,
             by_workload=self.by_workload, client=meta.pop("client", ClientHealth()),
-            sessions=self.sessions.close() if self.sessions is not None else None, **meta,
+            sessions=self.sessions.close() if self.sessions is not None else None, phased=self.phased, **meta,
         )

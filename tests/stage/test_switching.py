@@ -107,3 +107,49 @@ def test_a_stage_says_when_its_speculation_thrashed_and_a_merge_says_it_once():
     assert merged["switching"]["chunks"] == d["switching"]["chunks"]
     steady = _stage(range(40), flip=False).to_dict()
     assert steady["switching"]["switches"] == 0 and not any(n.startswith(NOTE_HEAD) for n in steady["notes"])
+
+
+def _phased(flip_in_freetext: bool, phased: bool = True):
+    """A 4 s window whose workloads take turns each second (predictable, freetext, ...), 20 users' chunks every
+    10 ms: a fixed speculating server drafts in 90 % of predictable's steps and 20 % of freetext's; with
+    ``flip_in_freetext`` the freetext phases alternate five verifying and five plain steps (a threshold thrashing;
+    one a step is faster than freetext's cells of two steps can tell)."""
+    from array import array
+
+    from loadgen.record import RequestRecord
+    from loadgen.stage.result import StageAccumulator
+
+    rng = random.Random(5)
+    t0 = 10_000_000_000
+    acc = StageAccumulator(t0, t0 + 4_000_000_000, 200_000_000)
+    for phase in range(4):
+        wl, p = ("predictable", 0.9) if phase % 2 == 0 else ("freetext", 0.2)
+        for u in range(20):
+            rec = RequestRecord("spec", wl, f"r{phase}-{u}", start_ns=t0 + phase * 10**9 - 1_000_000,
+                                sent_ns=t0 + phase * 10**9 - 900_000, phase=phase if phased else 0)
+            steps = range(phase * 100, phase * 100 + 100)
+            rec.chunk_ns = array("q", [t0 + s * STEP_NS + 100_000 + u for s in steps])
+            rec.chunk_tokens = array("l", [1 if (flip_in_freetext and wl == "freetext" and s // 5 % 2) or
+                                           rng.random() >= p else 2 for s in steps])
+            rec.end_ns, rec.output_tokens = rec.chunk_ns[-1] + 1000, sum(rec.chunk_tokens)
+            rec.finish_reason = "length"
+            acc.add(rec)
+    return acc.result(target="spec", url="http://x", protocol="sglang", concurrency=20)
+
+
+def test_a_phased_window_is_judged_phase_by_phase():
+    from loadgen.stage.result import StageResult
+
+    # judged as one window, freetext's 20 % against predictable's 90 % reads as speculation turned off
+    mixed_up = _phased(False, phased=False).to_dict()
+    assert "phased" not in mixed_up and mixed_up["switching"]["switches"] >= 3
+    d = _phased(False).to_dict()
+    assert d["phased"] and d["switching"]["switches"] == 0 and not d["switching"]["oscillating"]
+    assert not any(n.startswith(NOTE_HEAD) for n in d["notes"])
+    # each workload keeps its buckets: reloaded, the stage judges the same
+    again = StageResult.from_dict(d).to_dict()
+    assert again["switching"] == d["switching"] and again["phased"]
+    # a threshold thrashing in the freetext phases only is still seen, at its own level and over its own time
+    thrash = _phased(True).to_dict()
+    assert thrash["switching"]["oscillating"] and thrash["switching"]["switches"] >= 20
+    assert [n for n in thrash["notes"] if n.startswith(NOTE_HEAD)]
