@@ -110,13 +110,29 @@ def _from_results(s: Settings, defaults: Settings) -> int:
     return _analyse_and_report(doc, out, s)
 
 
+def split_workloads(text: str) -> list[str]:
+    """``--workload a,b,phases:x@8s,y@8s`` → ["a", "b", "phases:x@8s,y@8s"]: the list at its commas, but a
+    ``phases:`` spec keeps the NAME@DUR items after it (loadgen/workloads/phases.py)."""
+    from loadgen.workloads.phases import PREFIX
+
+    out: list[str] = []
+    for item in (w.strip() for w in text.split(",")):
+        if not item:
+            continue
+        if out and out[-1].startswith(PREFIX) and "@" in item and not item.startswith(PREFIX):
+            out[-1] += "," + item
+        else:
+            out.append(item)
+    return out
+
+
 def _workloads(s, one_workload: bool) -> list[str]:
     """The workloads to run (a config's one workload whole, a mix included; ``--trace``: the trace's own), with
     the open-loop and capacity flags checked: a wrong combination fails here, before any server starts."""
     if one_workload:
         workloads = [s.workload.strip()]
     else:
-        workloads = [w.strip() for w in s.workload.split(",") if w.strip()]
+        workloads = split_workloads(s.workload)
     workloads = front.workloads_of(s, workloads)  # --trace: the trace's own
     front.open_plan(s)  # an open-loop flag in a wrong combination fails here, before any server starts
     if s.capacity and not (s.rate or s.trace):

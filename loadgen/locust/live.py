@@ -37,6 +37,7 @@ from loadgen.record import RequestRecord
 from loadgen.run.lifecycle import Lifecycle, frozen_heap
 from loadgen.run.pacing import Closed, Pacing, Sender, pacing_for
 from loadgen.stage.result import StageResult
+from loadgen.workloads.phases import PhaseStream
 
 from loadgen.locust.edges import EdgeLog
 from loadgen.locust.stageplan import StagePlan
@@ -74,6 +75,8 @@ class LiveStage:
         self.target = plan.make_target()
         self.tag = tag or f"{plan.label}-s{plan.index}-p{share}"
         self.phase = PREPARING
+        self._phases: PhaseStream | None = None
+        """A phase-shifting workload's stream, anchored when the window opens (loadgen/workloads/phases.py)."""
         self.accepting = True
         """False once the stage stops admitting; users read it from the gevent side to idle."""
         self.result: StageResult | None = None
@@ -100,17 +103,22 @@ class LiveStage:
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
+        if phase == WINDOW and self._phases is not None:
+            # a phase-shifting workload's clock starts with the window, as loadgen run's (run/stage.py)
+            self._phases.anchor(self._life.state.ws)
 
     def _pacing_of(self) -> Pacing:
         plan = self.plan
+        stream = plan.stream()
+        self._phases = stream if isinstance(stream, PhaseStream) else None
         if plan.open_loop:
             # the schedule from the run's seed (the arrivals key it by rate too), the prompts from seed + step:
             # every target at a rate gets the same requests at the same planned instants
-            return pacing_for(plan.spec(), plan.requests_iter(), plan.seed, self.share, self.n_shares, sleep=_sleep,
+            return pacing_for(plan.spec(), stream, plan.seed, self.share, self.n_shares, sleep=_sleep,
                               sessions=plan.sessions())
         users = range(max(1, math.ceil(plan.concurrency / self.n_shares)))
         # a Locust user holds its conversation as the runner's does: the session stays on the user's loop
-        pacing = Closed(plan.requests_iter(self.share, self.n_shares), users, plan.concurrency,
+        pacing = Closed(plan.requests_iter(self.share, self.n_shares, stream), users, plan.concurrency,
                         sessions=plan.sessions())
         # Locust decides how many of the users this process gets: the pool must not be what limits them
         pacing.connections = max(1, plan.concurrency)

@@ -134,10 +134,15 @@ class StagePlan:
     def make_timeouts(self) -> Timeouts:
         return Timeouts(connect_s=self.connect_timeout_s, read_s=self.read_timeout_s)
 
-    def requests_iter(self, share: int = 0, n_shares: int = 1) -> Iterator[GenRequest]:
-        """The stage's request sequence (seed + ladder step, and its pass), this process's every n-th element."""
+    def stream(self) -> Iterator[GenRequest]:
+        """The stage's whole request sequence (seed + ladder step, and its pass)."""
         from loadgen.workloads import Lengths, resolve
 
         lengths = Lengths.parse(self.prompt_tokens, self.max_tokens, self.tokenizer, self.ignore_eos)
-        it = resolve(self.workload, lengths).requests(self.seed + prompt_seed(self.step, self.repeat or 0))
+        return resolve(self.workload, lengths).requests(self.seed + prompt_seed(self.step, self.repeat or 0))
+
+    def requests_iter(self, share: int = 0, n_shares: int = 1,
+                      stream: Iterator[GenRequest] | None = None) -> Iterator[GenRequest]:
+        """This process's every n-th element of the stage's sequence (``stream``, or a new one)."""
+        it = self.stream() if stream is None else stream
         return it if n_shares <= 1 else itertools.islice(it, share, None, n_shares)

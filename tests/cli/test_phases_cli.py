@@ -3,7 +3,7 @@ request is drawn in the phase its send instant falls in, each phase is its own s
 adaptive mode's gap to the envelope and its joint interval, and the simulator's own gap beside it.
 
 Whether an interval covers the simulator's gap is a figure of the measurement (docs/guide.md), not asserted here.
-The workload is given by a config file: the command line's --workload splits at commas."""
+The command line's --workload keeps a phases: spec whole beside another workload (cli/crossover.split_workloads)."""
 
 import json
 
@@ -19,10 +19,9 @@ NAMES = ["predictable", "freetext"]
 @pytest.fixture(scope="module")
 def run(cli, tmp_path_factory):
     d = tmp_path_factory.mktemp("phases")
-    (d / "phases.toml").write_text(f'[run]\nworkload = "{SPEC}"\n')
     # 32-token replies keep a request well under a phase (E2E p99 < 1 s at C=8), so each phase has bins past its
     # transition margin; time-scale 5 as tests/cli/test_configs_cli.py keeps the simulators on their clock
-    p = cli("crossover", "--config", str(d / "phases.toml"), "--sim-modes", ",".join(MODES), "--ladder", "8",
+    p = cli("crossover", "--workload", SPEC, "--sim-modes", ",".join(MODES), "--ladder", "8",
             "--duration", "8s", "--warmup", "1s", "--max-tokens", "32", "--sim-time-scale", "5",
             "--out", str(d / "out"), "--no-report")
     assert p.returncode == 0, p.stderr
