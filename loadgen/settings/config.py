@@ -129,6 +129,8 @@ class RampConfig:
     """Empty: start the embedded simulator once per ``simulator.modes``."""
     simulator: SimConf = field(default_factory=SimConf)
     source: str = "defaults"
+    given: set[str] = field(default_factory=set, compare=False, repr=False)
+    """The knobs' TOML keys the file set ("run.workload", "simulator.time_scale"): what ``overlay`` takes."""
 
     @property
     def uses_simulator(self) -> bool:
@@ -346,6 +348,7 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
         key = k.toml.split(".", 1)[1]
         if key in run:
             _set(cfg, k.attr, c.value(k.toml, k, run[key]))
+            cfg.given.add(k.toml)
     if "requests" in run and "duration" not in run:
         cfg.duration_s = None  # a window closed by its request count only
 
@@ -410,6 +413,7 @@ def parse(doc: dict, source: str = "config") -> RampConfig:
         key = k.toml.split(".", 1)[1]
         if key in sim:
             _set(cfg, k.attr, c.value(k.toml, k, sim[key]))
+            cfg.given.add(k.toml)
     return cfg
 
 
@@ -481,7 +485,9 @@ def with_overrides(cfg: RampConfig, **cli: Any) -> RampConfig:
 
 def overlay(s: K.Settings, cfg: RampConfig, defaults: K.Settings, front: str) -> None:
     """``loadgen crossover --config``: each of ``front``'s knobs with a TOML key that the flags left at its
-    default (``defaults``, typed) takes the config's value, already checked and typed by :func:`parse`."""
+    default (``defaults``, typed) takes the config's value, already checked and typed by :func:`parse`, where
+    the file set it: a key it left out keeps the front's default (crossover's simulator time scale 5, not the
+    file's 1 of the Locust ramp)."""
     for name, k in K.knobs(front):
         if not (k.toml and k.from_config) or getattr(s, name) != getattr(defaults, name):
             continue
@@ -489,9 +495,11 @@ def overlay(s: K.Settings, cfg: RampConfig, defaults: K.Settings, front: str) ->
             if cfg.slo:
                 s.slo = Slo(**cfg.slo)
             continue
+        if k.toml not in cfg.given:
+            continue
         v = get(cfg, k.attr)
-        if v is None or (k.check == "modes" and tuple(v) == SimConf().modes):
-            continue  # the default pair of modes is no choice of the file's: the flag's default stays
+        if v is None:
+            continue
         setattr(s, name, list(v) if k.check in ("ladder", "rates") else v)
 
 

@@ -192,3 +192,14 @@ def test_session_settings_reach_the_run_from_flags_and_toml(tmp_path):
     for s in (from_toml, by_flags):
         spec = front.session_spec(s)
         assert (spec.turns, spec.think_s, spec.shared_prefix, spec.prefix_ratio) == (4, 1.5, 64, 0.25)
+
+
+def test_a_key_the_file_left_out_keeps_the_front_s_default(tmp_path):
+    """crossover's simulators run 5x by default, the Locust ramp's 1x: a config that says nothing of the time scale
+    leaves crossover at 5, and one that says 1 gets 1."""
+    for text, want in (('[run]\nworkload = "chat"\n', 5.0), ('[simulator]\ntime_scale = 1.0\n', 1.0)):
+        toml = tmp_path / "x.toml"
+        toml.write_text(text)
+        s = flags.typed(cli_parser("crossover").parse_args(["--config", str(toml)]), "crossover")
+        cfgmod.overlay(s, cfgmod.load(toml), flags.typed_defaults("crossover"), "crossover")
+        assert s.sim_time_scale == want, text

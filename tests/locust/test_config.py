@@ -183,7 +183,8 @@ def test_the_locust_options_are_the_defined_ones(live):
                          "workload": "code", "out": None, "server_metrics_interval": None,
                          "reset_cache": False, "keep_parts": False, "sim_profile": None,
                          "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_modes": None,
-                         "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None}
+                         "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None,
+                         "turns": None, "think_time": None, "shared_prefix": None, "prefix_ratio": None}
     assert notes == []
     cfg = cfgmod.with_overrides(cfgmod.RampConfig(), **got["ns"])
     assert (cfg.duration_s, cfg.requests, cfg.ladder, cfg.workload) == (7.0, 9, (1, 3), "code")
