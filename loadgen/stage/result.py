@@ -18,7 +18,8 @@ from loadgen.metrics import BY_NAME, REGISTRY, SLO_METRICS
 from loadgen.record import CANCELLED, RequestRecord
 from loadgen.stage.selfcheck import SelfCheck, assess
 from loadgen.stage.sessions import SessionFigures
-from loadgen.stage.switching import BUCKET_S, NOTE_HEAD, DraftBuckets, Switching, judge, judge_phases
+from loadgen.stage.spectimeline import second_by_second
+from loadgen.stage.switching import NOTE_HEAD, DraftBuckets, Switching, judge, judge_phases
 from loadgen.stage.timeline import BIN_HISTS, Timeline
 
 # np.unique imports numpy.ma on its first call (35 ms): made here, at start-up, not in a run's first fold
@@ -340,6 +341,8 @@ class StageResult:
             },
             "workloads": {name: self._workload_dict(ms, w, b) for name, ms in sorted(self.by_workload.items())},
             **switching,
+            **({"speculation_timeline": tl} if (tl := second_by_second(self.total.draft_buckets, w, self.server))
+               else {}),
             **({"phased": True} if self.phased else {}),
             **({"sessions": self.sessions.to_dict()} if self.sessions is not None else {}),
         }
@@ -353,18 +356,16 @@ class StageResult:
     def _switching(self, sw: Switching | None) -> dict:
         """The stage's ``switching`` block: the buckets (so merges and reloads judge again) and what they say;
         none where no chunk carried drafts (a plain server)."""
-        chunks, multi = self.total.draft_buckets.trimmed()
-        if not any(multi):
+        buckets = self.total.draft_buckets.to_dict()
+        if not any(buckets["multi"]):
             return {}
-        return {"switching": {"bucket_s": BUCKET_S, **(sw.to_dict() if sw is not None else {}),
-                              "chunks": chunks, "multi": multi}}
+        return {"switching": {**(sw.to_dict() if sw is not None else {}), **buckets}}
 
     def _workload_dict(self, ms: MetricSet, window_s: float, bin_s: float) -> dict:
         """A workload's slice; in a phased stage with its buckets, which judge_phases reads again on reload."""
         d = ms.to_dict(window_s, bin_s)
         if self.phased:
-            chunks, multi = ms.draft_buckets.trimmed()
-            d["switching"] = {"bucket_s": BUCKET_S, "chunks": chunks, "multi": multi}
+            d["switching"] = ms.draft_buckets.to_dict()
         return d
 
     @classmethod

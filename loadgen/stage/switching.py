@@ -59,12 +59,15 @@ class DraftBuckets:
 
     chunks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     multi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Tokens the bucket's chunks carried (stage/spectimeline.py: output and tokens per chunk, second by second)."""
 
     def _fit(self, n: int) -> None:
         if n > len(self.chunks):
             size = max(n, 2 * len(self.chunks))
-            self.chunks = np.concatenate([self.chunks, np.zeros(size - len(self.chunks), np.int64)])
-            self.multi = np.concatenate([self.multi, np.zeros(size - len(self.multi), np.int64)])
+            grow = [np.concatenate([a, np.zeros(size - len(a), np.int64)]) for a in (self.chunks, self.multi,
+                                                                                      self.tokens)]
+            self.chunks, self.multi, self.tokens = grow
 
     def add(self, t_rel_ns: np.ndarray, tokens: np.ndarray) -> None:
         """Fold a request's window chunks (arrival ns since the window opened, tokens each): two bincounts over
@@ -75,26 +78,42 @@ class DraftBuckets:
         lo = int(idx.min())
         span = np.bincount(idx - lo)
         many = np.bincount(idx - lo, weights=np.asarray(tokens) > 1, minlength=len(span)).astype(np.int64)
+        toks = np.bincount(idx - lo, weights=tokens, minlength=len(span)).astype(np.int64)
         self._fit(lo + len(span))
         self.chunks[lo:lo + len(span)] += span
         self.multi[lo:lo + len(span)] += many
+        self.tokens[lo:lo + len(span)] += toks
 
     def merge(self, other: "DraftBuckets") -> None:
         self._fit(len(other.chunks))
         self.chunks[:len(other.chunks)] += other.chunks
         self.multi[:len(other.multi)] += other.multi
+        self.tokens[:len(other.tokens)] += other.tokens
+
+    def _used(self) -> int:
+        used = np.nonzero(self.chunks)[0]
+        return int(used[-1]) + 1 if len(used) else 0
 
     def trimmed(self) -> tuple[list[int], list[int]]:
         """The counters up to the last bucket that saw a chunk, as lists (run.json)."""
-        used = np.nonzero(self.chunks)[0]
-        n = int(used[-1]) + 1 if len(used) else 0
+        n = self._used()
         return self.chunks[:n].tolist(), self.multi[:n].tolist()
+
+    def to_dict(self) -> dict:
+        """The buckets as run.json keeps them (``chunks``, ``multi``, ``tokens``), so merges and reloads judge
+        again."""
+        n = self._used()
+        return {"bucket_s": BUCKET_S, "chunks": self.chunks[:n].tolist(), "multi": self.multi[:n].tolist(),
+                "tokens": self.tokens[:n].tolist()}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "DraftBuckets":
         if not d:
             return cls()
-        return cls(np.asarray(d.get("chunks") or [], np.int64), np.asarray(d.get("multi") or [], np.int64))
+        chunks = np.asarray(d.get("chunks") or [], np.int64)
+        # files written before the tokens were kept: none known (the second-by-second output reads 0)
+        tokens = np.asarray(d.get("tokens") or [0] * len(chunks), np.int64)
+        return cls(chunks, np.asarray(d.get("multi") or [], np.int64), tokens)
 
 
 @dataclass(frozen=True)
