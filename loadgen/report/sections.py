@@ -33,6 +33,7 @@ from loadgen.report.htmltables import chip, comparison_table, passes_table, stag
 from loadgen.report.inputs import Slice
 from loadgen.report.palette import colours_of
 from loadgen.report.sessions import session_table
+from loadgen.report.speculation import timeline_part
 from loadgen.report.templates import fragment
 from loadgen.report.words import (capitalised, configs_kind, finding, kind_of, leans_against, metric_label,
                                   not_compared_sentence, slug, without_metric)
@@ -197,6 +198,8 @@ def _figures_tail(ra: RunAnalysis, anchor: str, per_target: dict[str, dict[int, 
         "Latency and acceptance vs concurrency"
     return [Part(heading, figs).html(),
             Part("Latency by percentile (HDR)", _hdr_tabs(ra, anchor, per_target, a)).html(),
+            Part("What speculation did, second by second",
+                 timeline_part(_stages(per_target), ra.adaptive)).html(),
             server,
             Part("Every stage figure", stage_table(ra, per_target)).html(),
             Part("Multi-turn sessions, turn by turn", session_table(_stages(per_target))).html()]

@@ -26,6 +26,9 @@ from loadgen.stage.switching import BUCKET_S, DraftBuckets
 
 PER_S = int(round(1.0 / BUCKET_S))
 """10 ms buckets a second."""
+SCRAPE_LATE_S = 0.1
+"""A sampler set to scrape each second lands a few ms past it (1.002-1.02 s on the simulator's stages): that
+scrape closes the second before, not the next one."""
 
 
 def _per_second(a: np.ndarray, seconds: int) -> list[int]:
@@ -35,12 +38,13 @@ def _per_second(a: np.ndarray, seconds: int) -> list[int]:
 
 
 def _server_at(series: dict | None, key: str, seconds: int) -> list | None:
-    """The server's ``key`` placed in the second its scrape interval ended in (the last one there that has it)."""
+    """The server's ``key`` placed in the second its scrape interval ended in (the last one there that has it);
+    a scrape up to SCRAPE_LATE_S past a second's end closes that second."""
     if not series or key not in series:
         return None
     out: list = [None] * seconds
     for t, v in zip(series["t_s"], series[key]):
-        i = min(seconds - 1, max(0, math.ceil(t) - 1))
+        i = min(seconds - 1, max(0, math.ceil(t - SCRAPE_LATE_S) - 1))
         if v is not None:
             out[i] = v
     return out

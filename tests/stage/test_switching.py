@@ -163,15 +163,15 @@ def test_second_by_second_the_stream_beside_the_server():
     b = DraftBuckets()
     for i, st in enumerate(states):
         b.add(np.full(4, i * STEP_NS + 1000, np.int64), np.full(4, 3 if st == "on" else 1))
-    server = {"series": {"t_s": [1.001, 2.0, 2.5], "running": [8, 9, 8], "accept_length": [3.0, None, 3.0],
-                         "draft_tokens": [800, 0, 400]}}
+    server = {"series": {"t_s": [1.001, 1.5, 2.0, 2.5], "running": [7, 8, 9, 8],
+                         "accept_length": [3.0, 2.0, None, 3.0], "draft_tokens": [800, 400, 0, 400]}}
     tl = second_by_second(b, 2.5, server)
     assert tl["t_s"] == [1, 2, 3] and tl["chunks"] == [400, 400, 200]
     assert tl["output_tokens"] == [1200, 400, 600] and tl["tokens_per_chunk"] == [3.0, 1.0, 3.0]
     assert tl["drafting"] == [1.0, 0.0, 1.0]
-    # a scrape 1 ms past the first second closes the second one, as does the one at 2.0 s (the later one's figure
+    # a scrape 1 ms past the first second closes it; those at 1.5 and 2.0 s the second one (the later one's figure
     # where it has one); the one at 2.5 s the last (part) second
-    assert tl["server_running"] == [None, 9, 8] and tl["server_accept_length"] == [None, 3.0, 3.0]
+    assert tl["server_running"] == [7, 9, 8] and tl["server_accept_length"] == [3.0, 2.0, 3.0]
     assert "server_draft_tokens" in tl
     assert second_by_second(b, 2.5)["t_s"] == [1, 2, 3] and "server_running" not in second_by_second(b, 2.5)
     assert second_by_second(_buckets(["off"] * 50), 0.5) is None  # a plain server: nothing to draw
