@@ -527,6 +527,20 @@ def summary(d: dict) -> dict:
         "accept_length": g("accept_length", "mean"),
         "completed": d["requests"]["completed"], "failed": d["requests"]["failed"],
         "incomplete": bool(d.get("incomplete")), "client_bound": bool(d["client"]["client_bound"]),
-        "processes": d["client"]["processes"],
+        "processes": d["client"]["processes"], "speculation": speculation_words(d),
+        "thrashing": bool((d.get("switching") or {}).get("oscillating")),
     }
+
+
+def speculation_words(d: dict) -> str:
+    """What the stream says speculation did in a stage's window, in a table cell (stage/switching.py): "-" where
+    it showed none."""
+    sw = d.get("switching") or {}
+    if "switches" not in sw:
+        return "-"
+    judged = sw["on"] + sw["off"]
+    on = f"on {100 * sw['on'] / judged:.0f} %" if judged else "mixed"
+    if sw["oscillating"]:
+        return f"thrashing: {sw['switches']} switches ({sw['per_s']:.2g}/s), {on}"
+    return on + (f", {sw['switches']} switch{'es' if sw['switches'] > 1 else ''}" if sw["switches"] else "")
 

@@ -34,7 +34,7 @@ COLUMNS = [
     ("stage", "Stage"), ("target", "Target"), ("conc", "C"),
     ("ttftp50", "TTFT p50 (ms)"), ("ttftp99", "TTFT p99 (ms)"),
     ("itlp50", "ITL p50 (ms)"), ("itlp99", "ITL p99 (ms)"),
-    ("toks", "Output tok/s"), ("tpc", "Tokens/chunk"), ("accept", "Accept length"),
+    ("toks", "Output tok/s"), ("tpc", "Tokens/chunk"), ("accept", "Accept length"), ("spec", "Speculation"),
     ("ok", "OK"), ("fail", "Failed"), ("status", "Status"),
 ]
 """Keys are single lowercase words: Locust's UI camel-cases keys, which leaves these unchanged."""
@@ -86,12 +86,13 @@ def table_rows(status: dict) -> list[dict]:
     rows = []
     total = status.get("total_stages") or 0
     for s in status["stages"]:
-        flags = [f for f, on in (("incomplete", s["incomplete"]), ("client-bound", s["client_bound"])) if on]
+        flags = [f for f, on in (("incomplete", s["incomplete"]), ("client-bound", s["client_bound"]),
+                                 ("thrashing", s.get("thrashing"))) if on]
         rows.append({
             "name": f"stage-{s['index']}", "stage": f"{s['index'] + 1}/{total}", "target": s["target"],
             "conc": s["concurrency"], "ttftp50": _n(s["ttft_p50"]), "ttftp99": _n(s["ttft_p99"]),
             "itlp50": _n(s["itl_p50"]), "itlp99": _n(s["itl_p99"]), "toks": _n(s["tokens_per_s"], 1),
-            "tpc": _n(s["tokens_per_chunk"]), "accept": _n(s["accept_length"]),
+            "tpc": _n(s["tokens_per_chunk"]), "accept": _n(s["accept_length"]), "spec": s.get("speculation", "-"),
             "ok": s["completed"], "fail": s["failed"], "status": ", ".join(flags) or "done",
         })
     cur = status.get("current")
@@ -99,7 +100,7 @@ def table_rows(status: dict) -> list[dict]:
         rows.append({
             "name": f"stage-{cur['index']}", "stage": f"{cur['index'] + 1}/{total}", "target": cur["target"],
             "conc": cur["concurrency"], "ttftp50": "…", "ttftp99": "…", "itlp50": "…", "itlp99": "…",
-            "toks": "…", "tpc": "…", "accept": "…", "ok": "", "fail": "",
+            "toks": "…", "tpc": "…", "accept": "…", "spec": "…", "ok": "", "fail": "",
             "status": f"running: {cur['phase']} ({cur['elapsed_s']:.0f} s)",
         })
     return rows

@@ -7,6 +7,7 @@ import subprocess
 
 from helpers import FAST, free_port, get_json, start_locust, stop, wait_for
 
+from loadgen.locust.conductor import speculation_words
 from loadgen.locust.webui import by_concurrency, palette
 
 MODES = ["baseline", "spec", "spec-topk4"]
@@ -50,6 +51,10 @@ def test_tab_shows_live_stage_figures_and_charts_for_three_targets(chromium, tmp
     assert row[i:i + 8] == ["1/12", "baseline", "1", f"{first['ttft_p50']:.2f}", f"{first['ttft_p99']:.2f}",
                             f"{first['itl_p50']:.2f}", f"{first['itl_p99']:.2f}", f"{first['tokens_per_s']:.1f}"]
     assert any(c.startswith("running: ") for c in row)  # the stage in progress has its own row
+    # what the stream says speculation did: nothing for the plain baseline, steadily on for spec
+    assert row[i + 10] == "-"
+    j = row.index("2/12")
+    assert row[j + 1] == "spec" and row[j + 10].startswith("on ") and "thrashing" not in row[j + 10]
     # The charts against concurrency, under the tab's table.
     for metric in ("tokens_per_s", "ttft", "itl", "tokens_per_chunk", "accept_length"):
         assert f'data-metric="{metric}"' in dom, metric
@@ -97,3 +102,12 @@ def test_by_concurrency_names_the_highest_of_the_written_stages():
     # nothing completed, or a stage missing a worker's share: not a reading to rank
     assert rows[1]["tokens_per_s"] == {"a": None, "b": 300.0, "c": None} and rows[1]["best"] is None
     assert rows[1]["complete"] and rows[2]["best"] is None and not rows[2]["complete"]
+
+
+def test_the_speculation_cell_says_what_the_stream_showed():
+    sw = {"on": 30, "off": 10, "switches": 1, "per_s": 0.2, "oscillating": False}
+    assert speculation_words({"switching": sw}) == "on 75 %, 1 switch"
+    assert speculation_words({"switching": {**sw, "switches": 0}}) == "on 75 %"
+    assert speculation_words({"switching": {**sw, "switches": 52, "per_s": 17.3, "oscillating": True}}) == \
+        "thrashing: 52 switches (17/s), on 75 %"
+    assert speculation_words({}) == "-" and speculation_words({"switching": {"chunks": [1]}}) == "-"
