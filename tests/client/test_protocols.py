@@ -123,6 +123,16 @@ def test_cached_prompt_tokens_from_each_engines_field():
     assert st.cached_tokens == 6
 
 
+def test_a_generate_reply_is_its_text_whether_cumulative_or_incremental():
+    reply = get_protocol("sglang").reply_text
+    # cumulative (SGLang's default), the finishing event adding only EOS (no text)
+    assert reply(["The", "The sea", "The sea is", "The sea is"]) == "The sea is"
+    assert reply(["The sea"]) == "The sea" and reply([]) == ""
+    # incremental (--incremental-streaming-output), a token repeated included
+    assert reply(["The", " sea", " is", ""]) == "The sea is"
+    assert reply([" the", " the"]) == " the the"
+
+
 def test_openai_bodies():
     req = GenRequest(workload="w", prompt="Say hi", max_tokens=7, ignore_eos=True, seed=3)
     body = get_protocol("chat", model="m", spec_details=True).build(req, "rid")

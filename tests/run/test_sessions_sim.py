@@ -28,8 +28,10 @@ def sim(live):
         yield s.url
 
 
-def _run(url, protocol, spec):
-    source = resolve("chat", Lengths.parse(None, "24", None, True)).requests
+def _run(url, protocol, spec, lengths=Lengths.parse(None, "400", None, False)):
+    # by default natural stops (no ignore_eos, a cap above chat's replies): a reply that ends on EOS ends with an
+    # event adding no text
+    source = resolve("chat", lengths).requests
     records = []
     opts = RunOptions(seed=SEED, sessions=spec)
     stage = fixed_spec(2, 0.2, duration_s=None, requests=12)
@@ -52,9 +54,11 @@ def test_later_turns_carry_the_servers_own_replies(sim, protocol):
         # the server counted the prompt it received: the history with its own earlier replies, to the token
         assert rec.prompt_tokens == tokens.count(chat_prompt(history)), rec.turn
         if not rec.turn.last:
-            assert tokens.count(rec.reply) == rec.output_tokens  # the whole answer, as streamed
+            # the whole answer, as streamed: a natural stop's EOS token has no text
+            assert tokens.count(rec.reply) == rec.output_tokens - (rec.finish_reason == "stop")
         checked += rec.turn.index > 1
     assert checked >= 2, "no session reached a later turn"
+    assert any(r.finish_reason == "stop" for r in records if r.ok and not r.turn.last)
     # the last turn asks for no reply: nothing to carry
     assert all(r.reply is None for r in records if r.turn is not None and r.turn.last)
     figures = result.sessions
@@ -88,7 +92,7 @@ def small_sim(live):
 
 
 def test_a_history_that_overflows_the_context_ends_its_session_as_a_counted_failure(small_sim):
-    source, records, result = _run(small_sim, "chat", SessionSpec(turns=6))
+    source, records, result = _run(small_sim, "chat", SessionSpec(turns=6), Lengths.parse(None, "24", None, True))
     failed = [r for r in records if not r.ok and r.error_class != CANCELLED]
     assert failed and all(r.error_class == "http_400" and "context length" in r.error_message for r in failed)
     # a session ends on its failed turn: none of its later turns was sent, and its user began a new one

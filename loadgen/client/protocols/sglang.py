@@ -31,9 +31,15 @@ class SGLangGenerate(Protocol):
     @staticmethod
     def reply_text(parts: list[str]) -> str:
         # /generate streams the whole text so far in each event by default, each event's new text with
-        # --incremental-streaming-output: cumulative when every event's text extends the one before
-        cumulative = all(len(b) > len(a) and b.startswith(a) for a, b in zip(parts, parts[1:]))
-        return parts[-1] if cumulative and parts else "".join(parts)
+        # --incremental-streaming-output: cumulative when every event's text starts with the one before and the
+        # text grew. An event may add no text (the finishing one carries only the EOS token): demanding growth
+        # at every event read such a stream as incremental and joined its cumulative texts, a 178-token reply
+        # sent back as ~16,000 tokens
+        if not parts:
+            return ""
+        cumulative = all(b.startswith(a) for a, b in zip(parts, parts[1:])) and (
+            len(parts) == 1 or len(parts[-1]) > len(parts[0]))
+        return parts[-1] if cumulative else "".join(parts)
 
     def on_event(self, state: StreamState, data: bytes, text_out: list | None = None) -> int:
         obj = event_object(state, data)
