@@ -21,26 +21,24 @@ def duration(text: str, what: str = "--duration") -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def count(text: str, what: str) -> int:
-    """'5' → 5: a whole number >= 1 (a stage's requests, the passes, the processes)."""
+def _whole(text: str, what: str, lo: int, unit: str = "") -> int:
     try:
         v = int(str(text).strip())
     except ValueError:
-        raise LoadgenError(f"{what}: {text!r} is not a whole number") from None
-    if v < 1:
-        raise LoadgenError(f"{what}: must be >= 1, got {v}")
+        raise LoadgenError(f"{what}: {text!r} is not a whole number{unit and ' of ' + unit}") from None
+    if v < lo:
+        raise LoadgenError(f"{what}: must be >= {lo}{unit and ' ' + unit}, got {v}")
     return v
+
+
+def count(text: str, what: str) -> int:
+    """'5' → 5: a whole number >= 1 (a stage's requests, the passes, the processes)."""
+    return _whole(text, what, 1)
 
 
 def tokens(text: str, what: str) -> int:
     """'512' → 512: a whole number of tokens, 0 allowed (none)."""
-    try:
-        v = int(str(text).strip())
-    except ValueError:
-        raise LoadgenError(f"{what}: {text!r} is not a whole number of tokens") from None
-    if v < 0:
-        raise LoadgenError(f"{what}: must be >= 0 tokens, got {v}")
-    return v
+    return _whole(text, what, 0, "tokens")
 
 
 def ladder(text: str, what: str = "--ladder") -> list[int]:
