@@ -1,7 +1,8 @@
 """Multi-turn sessions as the terminal and the page show them: per stage, a line on its sessions and a row per
 turn index (loadgen/stage/sessions.py made the figures).
 
-In: stage dicts (run.json) of which some carry a ``sessions`` block. Out: plain-text lines (:func:`session_lines`,
+In: stage dicts (run.json) of which some carry a ``sessions`` block (and the server's view, whose window cache
+hit rate goes beside the per-request one). Out: plain-text lines (:func:`session_lines`,
 printed under ``loadgen run``'s stage table) and an HTML table (:func:`session_table`, a part of each workload's
 detail); both "" or empty when no stage held sessions, so a run without them shows nothing of them.
 """
@@ -33,6 +34,9 @@ def summary(d: dict) -> str:
         parts.append(f"{s['turns_per_session']:g} turns done each")
     if s.get("duration_p50_s") is not None:
         parts.append(f"a completed session took {s['duration_p50_s']:.2f} s (p50)")
+    hit = (d.get("server") or {}).get("cache_hit_rate")
+    if hit is not None:
+        parts.append(f"the server's /metrics: {100 * hit:.1f} % of prompt tokens from its cache over the window")
     return "; ".join(parts)
 
 

@@ -25,6 +25,9 @@ def test_each_turn_is_a_row_with_the_stage_s_figures():
     assert rows[0] == ["1", "2", "2", "0", "10.01", "12.01", "105.0", "20.0", "0.0", "%"]
     # turn 2: one overflowed (failed), the other reused 120 of its 150 prompt tokens
     assert rows[1] == ["2", "2", "1", "1", "20.02", "20.02", "150.0", "20.0", "80.0", "%"]
+    d["server"] = {"available": True, "cache_hit_rate": 0.4321}  # the server's /metrics over the window
+    assert session_lines([d])[1].endswith("; the server's /metrics: 43.2 % of prompt tokens from its cache over "
+                                          "the window")
     html = session_table([d])
     assert html.count("<tr>") == 1 + 2 + 1 and "80.0 %" in html and "1 × http_400" in html
 
