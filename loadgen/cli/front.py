@@ -150,7 +150,7 @@ def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> l
     sim_cpu = cpus[0] if len(cpus) > 1 else None
     urls = [stack.enter_context(SimProcess(profile=s.sim_profile, mode=mode, time_scale=s.sim_time_scale,
                                            seed=s.seed, cpu=sim_cpu, metrics_flavour=s.sim_metrics_flavour,
-                                           faults=s.sim_faults)).url
+                                           faults=s.sim_faults, prefix_cache=s.sim_prefix_cache or 0)).url
             for mode in modes]
     if sim_cpu is not None:
         os.sched_setaffinity(0, set(cpus[1:]))

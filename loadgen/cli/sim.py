@@ -41,6 +41,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
                    help="chat streams each request's first N output tokens as reasoning_content deltas, then the "
                         "answer as content, as a reasoning model behind a reasoning parser (usage counts them)")
+    p.add_argument("--prefix-cache", type=int, default=None, metavar="TOKENS",
+                   help="keep a prefix cache of this many tokens: a prompt's cached head is not prefilled again "
+                        "(SGLang's radix cache); 0 = none (default: the profile's prefix_cache_tokens, 0)")
     p.add_argument("--truth-file", type=Path, default=None, help="append per-request ground truth as JSONL")
     p.add_argument("--context-length", type=int, default=0)
     p.add_argument("--model-name", default="", help="served model name (default: the profile's)")
@@ -124,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         raise LoadgenError("--max-running-requests must be >= 0")
     if args.reasoning_tokens < 0:
         raise LoadgenError("--reasoning-tokens must be >= 0")
+    if args.prefix_cache is not None and args.prefix_cache < 0:
+        raise LoadgenError(f"--prefix-cache must be >= 0 tokens, got {args.prefix_cache}")
     from loadgen.sim.faults import parse as parse_faults
     from loadgen.sim.server import ServerConfig
 
@@ -143,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         truth_path=args.truth_file,
         faults=faults,
         reasoning_tokens=args.reasoning_tokens,
+        prefix_cache=prof.prefix_cache_tokens if args.prefix_cache is None else args.prefix_cache,
         context_length=args.context_length,
         model_name=args.model_name,
         host=args.host,

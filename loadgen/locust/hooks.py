@@ -178,7 +178,8 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
         for mode in sim.modes:
             proc = stack.enter_context(SimProcess(profile=sim.profile, mode=mode, time_scale=sim.time_scale,
                                                   seed=sim.seed, cpu=cpus[0] if pin else None,
-                                                  metrics_flavour=sim.metrics_flavour, faults=sim.faults))
+                                                  metrics_flavour=sim.metrics_flavour, faults=sim.faults,
+                                                  prefix_cache=sim.prefix_cache))
             targets.append(TargetConf(mode, proc.url, adaptive=prof.is_adaptive(mode)))
             log.info("loadgen: no target configured: embedded simulator (%s, %s, time scale %g) at %s",
                      sim.profile, mode, sim.time_scale, proc.url)

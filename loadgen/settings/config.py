@@ -17,7 +17,7 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
                  is the reference, the others candidates; stages rotate in file order)
                  start, health, stop_signal, startup_timeout (loadgen crossover: a command
                  that starts the server, run one target at a time)
-    [simulator]  profile, time_scale, metrics_flavour, faults, seed, modes, pin   (used when no [targets] is given)
+    [simulator]  profile, time_scale, metrics_flavour, faults, prefix_cache, seed, modes, pin   (used when no [targets] is given)
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ class SimConf:
     """Whose /metrics names the simulator exports: one of sim/prom.py's METRICS_FLAVOURS (engine names)."""
     faults: str | None = None
     """A ``loadgen sim --faults`` spec the simulators inject (docs/simulator.md, Faults); None: none."""
+    prefix_cache: int = 0
+    """Tokens of prefix cache each simulator keeps (``loadgen sim --prefix-cache``); 0: none."""
     seed: int = 0
     modes: tuple[str, ...] = ("baseline", "spec")
     pin: bool = True

@@ -390,6 +390,12 @@ class Settings:
         "--sim-faults", "faults the embedded simulators inject, a loadgen sim --faults spec such as "
         "reset=0.02,http503=0.01,stall=0.01:30s (docs/simulator.md, Faults)", fronts=FRONTS, parse=_faults,
         toml="simulator.faults", attr="simulator.faults", check="faults", metavar="SPEC", section="sim")
+    sim_prefix_cache: int | None = knob(
+        "--sim-prefix-cache", "the embedded simulators keep a prefix cache of this many tokens, so later turns "
+        "of a session reuse their history (loadgen sim --prefix-cache; default {default}: none)", fronts=FRONTS,
+        default="0", parse=parse.tokens, help_by={"locust": "embedded simulators' prefix cache, in tokens (default 0: none)"},
+        toml="simulator.prefix_cache", attr="simulator.prefix_cache", check="integer", check_kw={"lo": 0},
+        metavar="TOKENS", section="sim")
     sim_seed: int | None = knob(None, toml="simulator.seed", attr="simulator.seed", check="integer")
     sim_modes: str | None = knob(
         "--sim-modes", "embedded simulator configurations, comma-separated, the first the reference (default "

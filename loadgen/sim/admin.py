@@ -83,7 +83,7 @@ class AdminRoutes:
 
     async def server_info(self, request: web.Request) -> web.Response:
         cap = self.sched_cfg.cap
-        stats = self.scheduler.stats
+        stats, cache = self.scheduler.stats, self.scheduler.cache
         internal = {
             "world_size": 1,
             "max_running_requests": cap,
@@ -108,6 +108,9 @@ class AdminRoutes:
             "incremental_streaming_output": self.cfg.incremental,
             "context_length": self.context_length,
             "schedule_policy": "fcfs",
+            # SGLang's own switches: its radix cache, and cached_tokens in the OpenAI usage
+            "disable_radix_cache": cache is None,
+            "enable_cache_report": cache is not None,
             "max_total_num_tokens": self._token_capacity(),
             "max_req_input_len": self.context_length - 1,
             "max_prefill_tokens": self.profile.max_prefill_tokens,
@@ -131,6 +134,8 @@ class AdminRoutes:
                 "forward_ms_sum": stats.forward_ns_sum / 1e6,
                 "metrics_flavour": self.cfg.metrics_flavour,
                 "cache_resets": self.cache_resets,
+                "prefix_cache": None if cache is None else {"capacity_tokens": cache.capacity_tokens,
+                                                            "tokens": len(cache), "evicted": cache.evicted},
                 "cache_reset_refusals": self.cache_reset_refusals,
                 "faults": None if self.faults is None else {**self.faults.spec.to_dict(),
                                                             "received": self.faults.received,
@@ -175,7 +180,7 @@ class AdminRoutes:
             "max_running_requests": self.sched_cfg.cap,
             "token_usage": used / cap_tokens if cap_tokens else 0.0,
             "gen_throughput": s.stats.last_gen_throughput,
-            "cache_hit_rate": 0.0,
+            "cache_hit_rate": s.stats.last_cache_hit_rate,
             "utilization": len(s.running) / self.sched_cfg.cap,
             "memory": {"weight_gb": 0.0, "kv_cache_gb": 0.0, "graph_gb": 0.0, "token_capacity": cap_tokens},
             "queues": {"waiting": len(s.waiting), "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0},
@@ -219,6 +224,7 @@ class AdminRoutes:
             "num_used_tokens": load["num_used_tokens"],
             "utilization": load["utilization"],
             "is_cuda_graph": 1,
+            "cache_hit_rate": load["cache_hit_rate"],
             "max_total_num_tokens": load["max_total_num_tokens"],
             "context_len": self.context_length,
         }
@@ -238,6 +244,7 @@ class AdminRoutes:
         st = self.scheduler.stats
         steps = StepCounters(
             prompt_tokens=st.prompt_tokens_prefilled, generation_tokens=st.generated_tokens,
+            cached_tokens=st.prompt_tokens_cached,
             drafts=st.spec_drafts, draft_tokens=st.spec_draft_tokens, accepted=st.spec_accepted,
             accepted_per_pos=tuple(st.spec_accepted_per_pos),
         )  # fmt: skip
@@ -259,7 +266,7 @@ class AdminRoutes:
         if (s.running or s.waiting) and not force:
             self.cache_reset_refusals += 1
             return _json({"detail": "Prefix cache reset failed."}, 409)
-        self.cache_resets += 1
+        self._clear_prefix_cache()
         return web.Response(status=200)
 
     async def flush_cache(self, request: web.Request) -> web.Response:
@@ -272,8 +279,14 @@ class AdminRoutes:
             )
             return web.Response(status=400, text=msg)
         s.reset_spec_counters()
-        self.cache_resets += 1
+        self._clear_prefix_cache()
         return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
+
+    def _clear_prefix_cache(self) -> None:
+        """A successful flush or reset: the prefix cache (``--prefix-cache``) starts empty again."""
+        self.cache_resets += 1
+        if self.scheduler.cache is not None:
+            self.scheduler.cache.clear()
 
     async def abort_request(self, request: web.Request) -> web.Response:
         try:

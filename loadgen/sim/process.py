@@ -46,10 +46,12 @@ class SimProcess:
         stream_shape: str = "step",
         metrics_flavour: str = METRICS_FLAVOURS[0],
         faults: str | None = None,
+        prefix_cache: int = 0,
     ) -> None:
         """``stream_shape``: "step" (SGLang's one event per step) or "burst" (llama.cpp's one event per
         token, a step's tokens written back to back); ``metrics_flavour``: one of METRICS_FLAVOURS (sim/prom.py), whose
-        names /metrics exports; ``faults``: a ``--faults`` spec (loadgen.sim.faults); see docs/simulator.md."""
+        names /metrics exports; ``faults``: a ``--faults`` spec (loadgen.sim.faults); ``prefix_cache``: tokens of
+        prefix cache (``--prefix-cache``, 0: the profile's, none in the built-in ones); see docs/simulator.md."""
         self.argv = [
             sys.executable, "-m", "loadgen", "sim",
             "--profile", str(profile), "--mode", mode, "--host", host, "--port", "0",
@@ -64,6 +66,8 @@ class SimProcess:
 
             parse(faults)  # a bad spec is a one-line error here, not a child that exits
             self.argv += ["--faults", faults]
+        if prefix_cache:
+            self.argv += ["--prefix-cache", str(int(prefix_cache))]
         self.cpu = cpu
         self.startup_timeout = startup_timeout
         self.url = ""

@@ -138,6 +138,8 @@ class Profile:
     baseline_max_running_requests: int = 1024
     max_prefill_tokens: int = 16384
     eos_token_id: int = 2
+    prefix_cache_tokens: int = 0
+    """Tokens of prefix cache the server keeps (``loadgen sim --prefix-cache`` overrides it); 0: none."""
     calibration: str = ""
     """Free text: what traffic the profile was calibrated for."""
     source: str = ""

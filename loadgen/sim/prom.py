@@ -67,6 +67,8 @@ class Metrics:
     generation_tokens: dict = field(default_factory=lambda: {True: 0, False: 0})
     requests: dict = field(default_factory=lambda: {True: 0, False: 0})
     aborted: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens finished requests found in the prefix cache (0 without ``--prefix-cache``)."""
     spec_verify_calls: int = 0
     http_requests: int = 0
     http_active: int = 0
@@ -124,8 +126,8 @@ class Metrics:
         ):
             metric(key, "counter", help_, [(stream_lab[s], src[s]) for s in (True, False)])
         metric(_n("aborted_requests"), "counter", "Number of requests aborted.", [(base, self.aborted)])
-        # no prefix cache in the simulator: SGLang's cached-token counter stays at 0
-        metric(_n("cache_hits"), "counter", "Number of cached prompt tokens.", [(base, 0)])
+        # counted when a request ends, as SGLang's tokenizer side does; 0 without --prefix-cache
+        metric(_n("cache_hits"), "counter", "Number of cached prompt tokens.", [(base, self.cached_tokens)])
         for key, src, help_ in (
             (_n("ttft"), self.ttft, "Histogram of time to first token in seconds."),
             (_n("e2e"), self.e2e, "Histogram of End-to-end request latency in seconds."),

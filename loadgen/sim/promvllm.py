@@ -71,6 +71,8 @@ class StepCounters:
     draft_tokens: int
     accepted: int
     accepted_per_pos: tuple[int, ...]
+    cached_tokens: int = 0
+    """Of prompt_tokens, those the prefix cache held (0 without ``--prefix-cache``)."""
 
 
 @dataclass
@@ -146,10 +148,11 @@ class VllmMetrics:
                [(base, waiting)])  # fmt: skip
         family(_M.name("kv_usage"), "gauge", "KV-cache usage. 1 means 100 percent usage.",
                [(base, kv_usage)])  # fmt: skip
-        # the simulator keeps no prefix cache: every prompt token is a query, none a hit
+        # every prompt token is a query, per step as vLLM counts; hits only with --prefix-cache
         counter(_stem("cache_queries"), "Prefix cache queries, in terms of number of queried tokens.",
                 [(base, steps.prompt_tokens)])  # fmt: skip
-        counter(_stem("cache_hits"), "Prefix cache hits, in terms of number of cached tokens.", [(base, 0)])
+        counter(_stem("cache_hits"), "Prefix cache hits, in terms of number of cached tokens.",
+                [(base, steps.cached_tokens)])  # fmt: skip
         counter(_stem("preemptions"), "Cumulative number of preemption from the engine.", [(base, 0)])
         counter(_stem("prompt_tokens"), "Number of prefill tokens processed.", [(base, steps.prompt_tokens)])
         counter(_stem("output_tokens"), "Number of generation tokens processed.", [(base, steps.generation_tokens)])

@@ -4,6 +4,8 @@ Everything random about a request comes from one RNG seeded by the server seed
 and the request's content (plus a per-server counter only for sampled requests
 without a sampling seed), so a fixed seed gives the same streams whatever the
 arrival order, and greedy requests repeat exactly, as they would on a real server.
+With ``prefix_cache`` the request carries its prompt's tokens (``SimRequest.prompt_seq``) for the scheduler's
+prefix cache; a prompt given as token ids has no text to match and is never cached.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from loadgen.sim.scheduler import SimRequest
 from loadgen.sim.textgen import OutputView, TextSource
 from loadgen.sim.truth import TruthRecord
 from loadgen.sim.validate import Job
+from loadgen.workloads import tokens
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ def make_request(
     max_new: int,
     received_ns: int,
     record: bool = True,
+    prefix_cache: bool = False,
 ) -> tuple[SimRequest, OutputView, Finish]:
     pred = predictability(job.prompt, job.temperature, profile.acceptance)
     salt = job.sampling_seed if job.sampling_seed is not None else (counter if job.temperature > 0 else 0)
@@ -90,5 +94,9 @@ def make_request(
         truth=truth,
         record=record,
     )
+    if prefix_cache and job.prompt:
+        seq = tokens.split(job.prompt)
+        if len(seq) == job.prompt_tokens:  # a text prompt: its tokens are the ones counted
+            req.prompt_seq = seq
     eos = profile.eos_token_id if finish.type == "stop" and finish.matched == profile.eos_token_id else None
     return req, OutputView(source, visible, eos, cap), finish

@@ -7,7 +7,9 @@ it), otherwise a decode step (or a speculative draft+verify step) over the whole
 batch. An adaptive mode keeps its speculation state between steps: off once the batch
 reaches spec.adaptive_off_batch, back on only below adaptive_off_batch - adaptive_band
 (band 0: the naive threshold, read anew every step); each change is a SpecSwitch in
-``switches`` and costs its step spec.adaptive_switch_ms more. Each forward ends at an absolute deadline t0 + sum(durations), so the
+``switches`` and costs its step spec.adaptive_switch_ms more. With a prefix cache (``prefix_cache`` > 0,
+loadgen.sim.prefixcache) a request's prompt is matched when it is admitted, as SGLang matches at scheduling,
+its prefill costs only its uncached tokens, and its prompt is cached once the prefill ends. Each forward ends at an absolute deadline t0 + sum(durations), so the
 schedule never drifts however late the event loop wakes; each request gets all
 of the step's tokens at once, and its HTTP handler writes them as one event.
 """
@@ -23,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from loadgen.sim import model
+from loadgen.sim.prefixcache import PrefixCache
 from loadgen.sim.profiles import Profile
 from loadgen.sim.truth import SpecSwitch, SwitchLog, TruthRecord
 
@@ -45,6 +48,8 @@ class SchedulerConfig:
     adaptive: bool = False
     decode_log_interval: int = 40
     """SGLang refreshes its accept-length and throughput gauges every this many decode steps."""
+    prefix_cache: int = 0
+    """Tokens the prefix cache holds (loadgen.sim.prefixcache); 0: no cache, every prompt prefilled whole."""
 
     @property
     def cap(self) -> int:
@@ -75,6 +80,10 @@ class SimRequest:
     truth: TruthRecord
     record: bool = True
     """False for health-check probes (SGLang leaves them out of metrics)."""
+    prompt_seq: list[str] | None = None
+    """The prompt's tokens (loadgen.workloads.tokens.split) when the prefix cache is on and the prompt is text."""
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache held when it was admitted (its prefill skipped them)."""
     produced: int = 0
     verify_ct: int = 0
     accepted: int = 0
@@ -142,6 +151,10 @@ class Stats:
     forward_ns_sum: int = 0
     """Sum over forwards of their modelled wall durations; late_ns_sum over it is how many forwards
     behind its model the simulator ran, on average (loadgen.serverview.simclock)."""
+    prompt_tokens_cached: int = 0
+    """Of prompt_tokens_prefilled, those the prefix cache held (vLLM's prefix cache hits, per step)."""
+    last_cache_hit_rate: float = 0.0
+    """Cached over all prompt tokens of the last prefill forward (SGLang's cache_hit_rate gauge, per prefill log)."""
 
 
 class Scheduler:
@@ -170,6 +183,8 @@ class Scheduler:
         self.count_cut_drafts = False
         """Count a step's accepted drafts before the cut at max_new_tokens (vLLM's counters do; the server
         sets it from its engine's table)."""
+        self.cache = PrefixCache(cfg.prefix_cache) if cfg.prefix_cache > 0 else None
+        """The prefix cache, or None: off (the default), one None test on the admission path."""
         self._task: asyncio.Task | None = None
 
     # ---- requests in -------------------------------------------------------------------
@@ -249,7 +264,7 @@ class Scheduler:
         """The forward to run next: a prefill of the admitted requests, or a decode step; its cost in ms."""
         admitted = self._admit()
         if admitted:
-            tokens = sum(r.prompt_tokens for r in admitted)
+            tokens = sum(r.prompt_tokens - r.cached_tokens for r in admitted)
             return admitted, model.prefill_ms(self.profile.cost, tokens, self._spec_mode)
         batch = len(self.running)
         on = self._step_spec = self._speculating(batch)
@@ -281,18 +296,25 @@ class Scheduler:
         budget = self.profile.max_prefill_tokens
         out: list[SimRequest] = []
         t = now_ns()
+        cache = self.cache
         while self.waiting and room > 0:
             req = self.waiting[0]
-            if out and req.prompt_tokens > budget:
+            if cache is not None and req.prompt_seq is not None:
+                # matched when scheduled, as SGLang's radix cache: the budget counts the tokens to compute
+                req.cached_tokens = req.truth.cached_tokens = cache.match(req.prompt_seq)
+            if out and req.prompt_tokens - req.cached_tokens > budget:
                 break  # the rest goes in the next prefill forward, as chunked prefill would
             self.waiting.popleft()
             req.truth.admitted_ns = t
             out.append(req)
-            budget -= req.prompt_tokens
+            budget -= req.prompt_tokens - req.cached_tokens
             room -= 1
         return out
 
     def _after_prefill(self, admitted: list[SimRequest], t: int) -> None:
+        cache = self.cache
+        if cache is not None:
+            self._cache_prefilled(cache, admitted)
         for req in admitted:
             if req.abort_pending:
                 self._finish(req, t)
@@ -305,11 +327,24 @@ class Scheduler:
                 req.truth.steps.extend((t, 1))
                 self.stats.generated_tokens += 1
                 self.stats.prompt_tokens_prefilled += req.prompt_tokens
+                self.stats.prompt_tokens_cached += req.cached_tokens
             if req.target_tokens <= 1:
                 self._finish(req, t)
             else:
                 self.running.append(req)
                 req.notify()
+
+    def _cache_prefilled(self, cache: PrefixCache, admitted: list[SimRequest]) -> None:
+        """The prompts of a finished prefill forward are in the KV cache now: later requests can reuse them."""
+        total = cached = 0
+        for req in admitted:
+            if req.prompt_seq is not None:
+                cache.insert(req.prompt_seq)
+            if req.record:
+                total += req.prompt_tokens
+                cached += req.cached_tokens
+        if total:
+            self.stats.last_cache_hit_rate = cached / total
 
     def _after_decode(self, t: int) -> None:
         running = self.running

@@ -4,6 +4,9 @@ In: a :class:`ServerConfig` (profile, mode, time scale, limits). Out: an aiohttp
 serving SGLang's API (wire shapes in docs/simulator.md, from SGLang 0.5.23) over the simulated
 scheduler. This module holds the request life (planning, the scheduler, stamping every write
 into the request's ground truth); the routes are in ``routes`` (generation) and ``admin``.
+With a prefix cache (``ServerConfig.prefix_cache`` > 0) a finished request's prompt and reply go into the
+scheduler's cache, and each request's cached tokens are in its truth, /generate's meta_info, the OpenAI
+usage (``prompt_tokens_details``) and /metrics.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from loadgen.sim.flight import Flight
 from loadgen.sim.routes import GenerationRoutes
 from loadgen.sim.validate import Job, check_context
 from loadgen.sim.wire import DONE, QUEUE_FULL, openai_error as _openai_error, sse as _sse
+from loadgen.workloads import tokens
 
 STREAM_SHAPES = ("step", "burst")
 
@@ -69,6 +73,9 @@ class ServerConfig:
     """The chat route streams each request's first this many output tokens as reasoning (``reasoning_content``
     deltas, content null) and the rest as its answer, as a reasoning model behind a reasoning parser; usage
     counts them in ``reasoning_tokens``. They stay completion tokens: nothing else about the request changes."""
+    prefix_cache: int = 0
+    """Tokens of prefix cache (``--prefix-cache``, loadgen.sim.prefixcache); 0: none, every prompt prefilled
+    whole and ``cached_tokens`` 0 everywhere, as before the cache existed."""
 
 
 
@@ -100,6 +107,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
             max_running=cfg.max_running,
             max_queued=cfg.max_queued,
             adaptive=cfg.adaptive,
+            prefix_cache=cfg.prefix_cache,
         )
         self.scheduler: Scheduler | None = None
         self.faults = FaultPlan(cfg.faults, cfg.seed) if cfg.faults is not None else None
@@ -176,6 +184,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         if rid in self.flights:
             raise ValueError(f"Duplicate request ID detected: {rid}")
         max_new = check_context(job, self.context_length)
+        cfg_cache = self.cfg.prefix_cache
         self._counter += 1
         req, out, finish = make_request(
             job,
@@ -187,6 +196,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
             max_new=max_new,
             received_ns=received,
             record=record,
+            prefix_cache=cfg_cache > 0,
         )
         fl = Flight(job=job, req=req, out=out, finish=finish, created=int(time.time()), fault=fault)
         req.truth.fault = fault
@@ -204,8 +214,23 @@ class SimServer(GenerationRoutes, AdminRoutes):
         fl = self.flights.get(req.rid)
         if fl is None:
             return
+        if req.prompt_seq is not None and req.produced:
+            self._cache_finished(fl)
         if fl.handler_done:
             self._retire(fl)
+
+    def _cache_finished(self, fl: Flight) -> None:
+        """SGLang caches a finished request's prompt and output: the next turn of a conversation, whose
+        history is this prompt and this reply, finds them. The reply is what the request streamed (its text,
+        trimmed at a stop string), as the model wrote it after the prompt: a chat template renders it as
+        "Assistant: " + text, and the model's first token carried that space, which the stream trims
+        (textgen starts an answer at its first word)."""
+        req, out = fl.req, fl.out
+        text = out.source.text(0, min(req.produced, out.visible))
+        if out.char_cap is not None:
+            text = text[: out.char_cap]
+        lead = " " if text and not text[0].isspace() and not fl.job.prompt[-1:].isspace() else ""
+        self.scheduler.cache.insert(req.prompt_seq + tokens.split(lead + text))
 
     def _handler_done(self, fl: Flight) -> None:
         """Called in the handler's finally: a vanished client's request is aborted after a delay."""
@@ -245,6 +270,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
         # SGLang's tokenizer-side counters (observe_one_finished_request) move when a request ends
         m.requests[fl.job.stream] += 1
         m.prompt_tokens[fl.job.stream] += req.prompt_tokens
+        m.cached_tokens += req.cached_tokens
         m.generation_tokens[fl.job.stream] += req.produced
         m.spec_verify_calls += req.verify_ct
         if t.first_token_ns:
@@ -430,7 +456,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
             "num_retractions": 0,
             "reasoning_tokens": 0,
             "completion_tokens": n,
-            "cached_tokens": 0,
+            "cached_tokens": req.cached_tokens,
         }
         if first:
             meta["response_sent_to_client_ts"] = time.time()
@@ -445,7 +471,10 @@ class SimServer(GenerationRoutes, AdminRoutes):
             "total_tokens": fl.req.prompt_tokens + completion,
             "completion_tokens": completion,
         }
-        if keep_nulls:
+        if self.cfg.prefix_cache:
+            # SGLang with --enable-cache-report (vLLM with --enable-prompt-tokens-details)
+            u["prompt_tokens_details"] = {"cached_tokens": fl.req.cached_tokens}
+        elif keep_nulls:
             u["prompt_tokens_details"] = None
         # the chat route's reasoning parser counts them: SGLang's own field, then OpenAI's
         thought = min(completion, self.cfg.reasoning_tokens) if chat else 0

@@ -53,6 +53,8 @@ class TruthRecord:
     reasoning part)."""
     first_content_ns: int = 0
     """When the first event carrying answer text was written, with ``--reasoning-tokens`` (0 otherwise)."""
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache held when the scheduler admitted it (``--prefix-cache``; 0 without)."""
 
     def as_dict(self) -> dict:
         return {
@@ -67,6 +69,7 @@ class TruthRecord:
             "events": _pairs(self.events),
             "steps": _pairs(self.steps),
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "completion_tokens": self.completion_tokens,
             "verify_ct": self.verify_ct,
             "accepted_drafts": self.accepted_drafts,

@@ -6,11 +6,13 @@ import argparse
 import importlib
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from loadgen.cli import front, main
+from loadgen.errors import LoadgenError
 from loadgen.settings import config as cfgmod
 from loadgen.settings import flags
 from loadgen.settings import knobs as K
@@ -203,3 +205,41 @@ def test_a_key_the_file_left_out_keeps_the_front_s_default(tmp_path):
         s = flags.typed(cli_parser("crossover").parse_args(["--config", str(toml)]), "crossover")
         cfgmod.overlay(s, cfgmod.load(toml), flags.typed_defaults("crossover"), "crossover")
         assert s.sim_time_scale == want, text
+
+
+def test_the_simulators_prefix_cache_reaches_them_from_flags_and_toml(monkeypatch, tmp_path):
+    """--sim-prefix-cache (TOML simulator.prefix_cache; run, crossover and the Locust ramp) is the embedded
+    simulators' --prefix-cache; 0 (the default) starts them without one."""
+    toml = tmp_path / "p.toml"
+    toml.write_text("[simulator]\nprefix_cache = 4096\n")
+    from_toml = flags.typed(cli_parser("crossover").parse_args(["--config", str(toml)]), "crossover")
+    cfgmod.overlay(from_toml, cfgmod.load(toml), flags.typed_defaults("crossover"), "crossover")
+    by_flags = flags.typed(cli_parser("run").parse_args(["--sim-prefix-cache", "4096"]), "run")
+    assert from_toml.sim_prefix_cache == by_flags.sim_prefix_cache == 4096
+    assert flags.typed(cli_parser("run").parse_args([]), "run").sim_prefix_cache == 0
+    assert cfgmod.load(toml).simulator.prefix_cache == 4096 and cfgmod.SimConf().prefix_cache == 0
+    assert cfgmod.with_overrides(cfgmod.RampConfig(), sim_prefix_cache="512").simulator.prefix_cache == 512
+    toml.write_text("[simulator]\nprefix_cache = -1\n")
+    with pytest.raises(LoadgenError, match="simulator.prefix_cache: must be >= 0"):
+        cfgmod.load(toml)
+    p = in_process("run", "--sim-prefix-cache", "lots", "--out", str(tmp_path / "o"))
+    assert p.returncode == 2 and p.stderr.startswith("loadgen: error: --sim-prefix-cache")
+    # start_simulators hands it to every simulator it starts
+    from loadgen.sim import process
+
+    started = []
+    monkeypatch.setattr(front.os, "sched_getaffinity", lambda pid: {0})  # one core: no pinning of this process
+    monkeypatch.setattr(process, "SimProcess", lambda **kw: started.append(kw) or _Started())
+    with ExitStack() as stack:
+        front.start_simulators(stack, by_flags, ("baseline", "spec"))
+    assert [kw["prefix_cache"] for kw in started] == [4096, 4096]
+
+
+class _Started:
+    url = "http://127.0.0.1:9"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None

@@ -182,7 +182,8 @@ def test_the_locust_options_are_the_defined_ones(live):
     assert got["ns"] == {"ladder": "1,3", "warmup": None, "duration": "7s", "requests": "9", "seed": None,
                          "workload": "code", "out": None, "server_metrics_interval": None,
                          "reset_cache": False, "keep_parts": False, "sim_profile": None,
-                         "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_modes": None,
+                         "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_prefix_cache": None,
+                         "sim_modes": None,
                          "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None,
                          "turns": None, "think_time": None, "shared_prefix": None, "prefix_ratio": None}
     assert notes == []
