@@ -154,7 +154,8 @@ def _simulators(stack: ExitStack, s, meta: dict) -> list[Configuration]:
     meta["simulator"] = {"profile": s.sim_profile, "time_scale": s.sim_time_scale, "seed": s.seed,
                          "protocol": s.protocol, "max_tokens": s.max_tokens,
                          "prompt_tokens": s.prompt_tokens, "ignore_eos": s.ignore_eos,
-                         "tokenizer": s.tokenizer, "modes": {m: m for m in modes}}
+                         "tokenizer": s.tokenizer, "modes": {m: m for m in modes},
+                         "prefix_cache": s.sim_prefix_cache or 0, "sessions": front.session_spec(s).to_dict()}
     log(f"no URLs given: embedded simulators ({s.sim_profile}) "
         + ", ".join(f"{c.label} {c.url}" for c in configs))
     return configs

@@ -37,7 +37,8 @@ def run(args) -> int:
                 **front.open_meta(s), "settings": recorded.record(s, "run")}
         if url is None:
             [url] = front.start_simulators(stack, s, (s.sim_mode,))
-            meta["simulator"] = {"profile": s.sim_profile, "mode": s.sim_mode, "time_scale": s.sim_time_scale}
+            meta["simulator"] = {"profile": s.sim_profile, "mode": s.sim_mode, "time_scale": s.sim_time_scale,
+                                 "prefix_cache": s.sim_prefix_cache or 0}
             print(f"loadgen: no --url given: embedded simulator ({s.sim_profile}, {s.sim_mode}) at {url}",
                   file=sys.stderr)
         target = Target(s.label or (s.sim_mode if s.url is None else "target"), url, s.protocol, s.model,

@@ -197,7 +197,9 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
                           "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None,
                           "metrics_flavour": sim.metrics_flavour, "faults": sim.faults, "protocol": "sglang",
                           "max_tokens": cfg.max_tokens, "prompt_tokens": cfg.prompt_tokens,
-                          "ignore_eos": cfg.ignore_eos, "tokenizer": cfg.tokenizer}}
+                          "ignore_eos": cfg.ignore_eos, "tokenizer": cfg.tokenizer, "prefix_cache": sim.prefix_cache,
+                          "sessions": {"turns": cfg.turns, "think_s": cfg.think_s, "shared_prefix": cfg.shared_prefix,
+                                       "prefix_ratio": cfg.prefix_ratio}}}
     return targets, meta, load_cpus
 
 

@@ -42,10 +42,26 @@ def _grid(low: float, high: float, points: int = 9) -> list[int]:
                    for k in range(points)})
 
 
+def check_modelled(sim: dict) -> None:
+    """The virtual model plans independent requests on a server without a prefix cache: a run whose simulators
+    kept one, or whose users held sessions (later turns carry the replies; a shared system prompt lengthens
+    every prompt), has no own answer to print (a LoadgenError every caller reports as not available)."""
+    from loadgen.errors import LoadgenError
+
+    if sim.get("prefix_cache"):
+        raise LoadgenError("the simulators kept a prefix cache (--sim-prefix-cache), which their virtual model "
+                           "does not have")
+    sessions = sim.get("sessions") or {}
+    if sessions.get("turns", 1) > 1 or sessions.get("shared_prefix"):
+        raise LoadgenError("the users held sessions (--turns, --shared-prefix), whose requests the virtual model "
+                           "does not plan")
+
+
 def _mix(sim: dict, workload: str, seed: int) -> list[tuple[int, float, int]]:
     """The run's requests as the simulator plans them (same workload, lengths, seeds, protocol)."""
     from loadgen.workloads import Lengths
 
+    check_modelled(sim)
     lengths = Lengths.parse(sim.get("prompt_tokens"), sim.get("max_tokens"), sim.get("tokenizer"),
                             bool(sim.get("ignore_eos")))
     return workload_mix(sim["profile"], workload, seed=seed, lengths=lengths,

@@ -44,3 +44,24 @@ def test_known_crossover_beside_a_reported_one():
     # speculation wins everywhere on no-crossover: a reported one is a false alarm
     [k] = known_crossovers({**sim, "profile": "no-crossover"}, "chat", [near])
     assert k.true is None and not k.covered
+
+
+def test_no_own_answer_for_traffic_the_virtual_model_does_not_plan():
+    """Sessions (later turns carry the replies, a shared prefix lengthens every prompt) and a prefix cache are not
+    in the virtual model: the simulator's own answer is refused in one line, which every caller reports as not
+    available, rather than printed for other traffic."""
+    import pytest
+
+    from loadgen.errors import LoadgenError
+    from loadgen.sim.known import known_crossovers
+    from loadgen.sim.knownrate import known_rate_metric
+
+    x = [{"estimate": 10.0, "ci_low": 8.0, "ci_high": 12.0}]
+    base = {"profile": "pcie-8gpu-eagle3", "seed": 0, "protocol": "sglang", "max_tokens": "32"}
+    for extra, why in (({"prefix_cache": 100000}, "prefix cache"), ({"sessions": {"turns": 3}}, "sessions"),
+                       ({"sessions": {"turns": 1, "shared_prefix": 40}}, "sessions")):
+        with pytest.raises(LoadgenError, match=why):
+            known_crossovers({**base, **extra}, "chat", x)
+        with pytest.raises(LoadgenError, match=why):
+            known_rate_metric({**base, **extra}, "chat", "baseline", 5.0, "ttft_p50", warmup_s=1.0,
+                              window_s=5.0)
