@@ -38,9 +38,13 @@ def test_three_simulated_configurations_are_compared_jointly(cli, tmp_path):
             kept.setdefault(s["concurrency"], set()).add(s["target"])
     assert {a["concurrency"]: set(a["means"]) for a in r["at"]} == kept
     for a in r["at"]:
-        # topk=4 trails the others by 12 % at C=1 and 55 % at C=30 in the model: never the best of several
+        # topk=4 trails the others by 12 % at C=1 and 55 % at C=30 in the model: never named the best of several.
+        # At C=30 it is never even tied with the best; at C=1 a 4 s window on a busy host can tie all three (seen
+        # once in CI's whole suite, beside the vLLM servers): a tie claims nothing, naming it best would be wrong
         if len(a["means"]) > 1:
-            assert "spec-topk4" not in a["leaders"], a
+            assert a["best"] != "spec-topk4", a
+            if a["concurrency"] == 30:
+                assert "spec-topk4" not in a["leaders"], a
     assert "3 configurations, 90 % joint intervals" in p.stdout
     head = next(line for line in p.stdout.splitlines() if line.strip().startswith("C "))
     assert head.split()[:4] == ["C", *MODES], head
