@@ -15,8 +15,8 @@ workload, so its stage has one slice per phase; each rests only on its phase's o
 inside that phase's intervals (the schedule runs from the window's start, where the stage anchored it), less
 a transition margin at each phase's start (:func:`slice_timeline`, the one place slices get their bins; the
 report's slices read it too). With N configurations each phase then has its own comparison, an adaptive
-configuration's gap to the envelope per phase and C, and on the embedded simulators the simulator's own gap
-beside it (:func:`gap_truth`).
+configuration's gap to the envelope per phase and C (on the embedded simulators ``loadgen crossover`` puts
+the simulator's own gap beside it, with the switches' own).
 """
 
 from __future__ import annotations
@@ -377,8 +377,6 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
                 if m.name == "output_tokens_per_s":
                     out.engine_terms[wl] = translate([asdict(p) for p in r.policy],
                                                      doc.get("run", {}).get("servers") or {}, r.reference)
-                if m.name == DECIDES and wl != "all":
-                    r.gap_truth = gap_truth(doc, wl, r)
                 out.configs.setdefault(wl, {})[m.name] = r
                 batch = batch_sentence(r) if m.name == "output_tokens_per_s" else ""
                 out.policy.setdefault(wl, {})[m.name] = (policy_sentence(r, m.label) + excluded_words(r)
@@ -402,29 +400,6 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
         out.workloads[wl] = per_metric
         out.coverage[wl] = cov.result(not_compared.get(wl, ""))
     return out
-
-
-def gap_truth(doc: dict, wl: str, r: ConfigsResult) -> list[dict]:
-    """On the embedded simulators, each adaptive configuration's gap to the envelope at each C beside the
-    simulator's own steady state for workload ``wl`` (a phase: its phase's workload) at that C; [] elsewhere, or
-    where the simulator cannot plan the traffic (a dataset file not on this machine). Seconds of the simulator's
-    scheduler per workload (2 s for three modes at two C on two cores), so only the deciding metric's."""
-    run = doc.get("run") or {}
-    sim = run.get("simulator") or {}
-    modes = sim.get("modes") or {}
-    if not r.adaptive or not modes or "seed" not in sim or not all(x in modes for x in r.labels):
-        return []
-    reported = [{"label": x, "concurrency": a.concurrency, "delta": g.delta, "ci_low": g.ci_low, "ci_high": g.ci_high}
-                for a in r.at for x in r.adaptive
-                if (g := a.shortfall.get(x)) is not None and g.delta is not None and g.ci_low is not None]
-    from loadgen.sim.known import known_gaps
-
-    try:
-        # the prompt seed is the run's (a Locust ramp's simulator block carries the simulator's own seed)
-        found = known_gaps(sim, wl, modes, r.adaptive, reported, seed=run.get("seed", sim["seed"]))
-    except LoadgenError:
-        return []
-    return [asdict(k) for k in found]
 
 
 def _per_pass(slices, wl: str, m: CrossoverMetric, labels: list[str]) -> dict[str, dict[int, dict[int, list[float]]]]:

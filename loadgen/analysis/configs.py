@@ -167,7 +167,7 @@ class ConfigsResult:
     """On the embedded simulators: each switch against the simulator's own (sim.known.known_switches)."""
     gap_truth: list[dict] = field(default_factory=list)
     """On the embedded simulators: each adaptive configuration's gap to the envelope at each C beside the
-    simulator's own (sim.known.known_gaps, as dicts), added by loadgen.analysis.compare."""
+    simulator's own (sim.known.known_gaps, as dicts), added by loadgen crossover with simulator_truth."""
 
     def pair(self, a: str, b: str) -> tuple[PairResult, bool] | None:
         """The pair of ``a`` and ``b`` and whether it is stored the other way round (b, a)."""

@@ -284,8 +284,6 @@ def _analyse_and_report(doc: dict, out: Path, s: Settings, stopped: bool = False
 
 def _simulator_truth(res: dict, sim: dict, seed: int) -> None:
     """Beside each reported crossover of the embedded simulators, the one their cost model has."""
-    from dataclasses import asdict
-
     from loadgen.sim.known import known_crossovers
 
     if res.get("configs"):
@@ -294,19 +292,14 @@ def _simulator_truth(res: dict, sim: dict, seed: int) -> None:
     for wl, per in res["workloads"].items():
         if wl == "all" or PRIMARY not in per or not per[PRIMARY]["analysis"]["crossovers"]:
             continue
-        try:
-            found = known_crossovers(sim, wl, per[PRIMARY]["analysis"]["crossovers"], seed=seed)
-        except LoadgenError as e:  # e.g. --from on a machine without the run's dataset file
-            log(f"workload {wl}: the simulator's own crossover is not available ({e})")
-            continue
-        per[PRIMARY]["simulator_truth"] = [asdict(k) for k in found]
+        _known_into(per[PRIMARY], "simulator_truth", "crossover", wl,
+                    lambda: known_crossovers(sim, wl, per[PRIMARY]["analysis"]["crossovers"], seed=seed))
 
 
 def _switch_truth(res: dict, sim: dict, seed: int) -> None:
-    """Beside each switch of the policy the embedded simulators' own, for three or more configurations."""
-    from dataclasses import asdict
-
-    from loadgen.sim.known import known_switches
+    """Beside each switch of the policy the embedded simulators' own, and beside each adaptive configuration's gap
+    to the envelope the simulator's own steady-state gap, for three or more configurations."""
+    from loadgen.sim.known import known_gaps, known_switches
 
     modes = sim.get("modes") or {}
     for wl, per in res["configs"].items():
@@ -317,11 +310,23 @@ def _switch_truth(res: dict, sim: dict, seed: int) -> None:
                 "ci_high": w["ci_high"], "low_c": w["low_c"], "high_c": w["high_c"]}
                for w in r["switches"] if w["confirmed"] and w["estimate"] is not None
                and w["from_label"] in modes and w["to_label"] in modes]
-        if not sws:
-            continue
-        try:
-            found = known_switches(sim, wl, modes, sws, seed=seed)
-        except LoadgenError as e:
-            log(f"workload {wl}: the simulator's own switch points are not available ({e})")
-            continue
-        r["simulator_truth"] = [asdict(k) for k in found]
+        gaps = [{"label": x, "concurrency": a["concurrency"], "delta": g["delta"], "ci_low": g["ci_low"],
+                 "ci_high": g["ci_high"]} for a in r["at"] for x in r["adaptive"]
+                if (g := a["shortfall"].get(x)) is not None and g["delta"] is not None and g["ci_low"] is not None]
+        if sws:
+            _known_into(r, "simulator_truth", "switch points", wl,
+                        lambda: known_switches(sim, wl, modes, sws, seed=seed))
+        if gaps and all(x in modes for x in r["labels"]):
+            _known_into(r, "gap_truth", "gaps of its adaptive modes", wl,
+                        lambda: known_gaps(sim, wl, modes, r["adaptive"], gaps, seed=seed))
+
+
+def _known_into(r: dict, key: str, what: str, wl: str, find) -> None:
+    """``r[key]``: what ``find`` gives, as dicts; or a line on why the simulator has no own answer (traffic it does
+    not plan, a dataset file not on this machine)."""
+    from dataclasses import asdict
+
+    try:
+        r[key] = [asdict(k) for k in find()]
+    except LoadgenError as e:
+        log(f"workload {wl}: the simulator's own {what}: not available ({e})")
