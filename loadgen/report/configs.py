@@ -212,8 +212,9 @@ def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
             own = ""
             if truth:
                 k = truth.get(a.concurrency)
-                own = "<td></td>" if k is None else (f'<td class="num" title="{escape(gap_verdict(k)[1])}">'
-                                                     f'{k["true"] * 100:+.1f} % {gap_verdict(k)[0]}</td>')
+                mark, words = gap_verdict(k) if k is not None else ("", "")
+                own = "<td></td>" if k is None else (f'<td class="num" title="{escape(words)}">'
+                                                     f'{k["true"] * 100:+.1f} % {mark}</td>')
             rows.append(f'<tr><td class="num">{a.concurrency}</td><td class="num">{a.means[x]:.{nd}f}</td>'
                         f'<td class="num">{a.envelope:.{nd}f} <small>{escape(a.envelope_label)}</small></td>'
                         f'<td class="num">{escape(_gap(g))}</td>{own}<td>{escape(word)}</td></tr>')

@@ -196,13 +196,13 @@ def _figures_tail(ra: RunAnalysis, anchor: str, per_target: dict[str, dict[int, 
                  cls="grid3")
     heading = f"{ch.decide.title}, latency and acceptance vs concurrency" if decide else \
         "Latency and acceptance vs concurrency"
+    stages = _stages(per_target)
     return [Part(heading, figs).html(),
             Part("Latency by percentile (HDR)", _hdr_tabs(ra, anchor, per_target, a)).html(),
-            Part("What speculation did, second by second",
-                 timeline_part(_stages(per_target), ra.adaptive)).html(),
+            Part("What speculation did, second by second", timeline_part(stages, ra.adaptive)).html(),
             server,
             Part("Every stage figure", stage_table(ra, per_target)).html(),
-            Part("Multi-turn sessions, turn by turn", session_table(_stages(per_target))).html()]
+            Part("Multi-turn sessions, turn by turn", session_table(stages)).html()]
 
 
 def _stages(per_target: dict[str, dict[int, Slice]]) -> list[dict]:

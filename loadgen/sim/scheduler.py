@@ -4,14 +4,17 @@ Like SGLang's default scheduler: a FIFO waiting queue in front of a running
 batch capped at max-running-requests; whenever requests wait and there is room,
 the next forward is a prefill of the admitted ones (the decode batch pauses for
 it), otherwise a decode step (or a speculative draft+verify step) over the whole
-batch. An adaptive mode keeps its speculation state between steps: off once the batch
-reaches spec.adaptive_off_batch, back on only below adaptive_off_batch - adaptive_band
-(band 0: the naive threshold, read anew every step); each change is a SpecSwitch in
-``switches`` and costs its step spec.adaptive_switch_ms more. With a prefix cache (``prefix_cache`` > 0,
-loadgen.sim.prefixcache) a request's prompt is matched when it is admitted, as SGLang matches at scheduling,
-its prefill costs only its uncached tokens, and its prompt is cached once the prefill ends. Each forward ends at an absolute deadline t0 + sum(durations), so the
+batch. Each forward ends at an absolute deadline t0 + sum(durations), so the
 schedule never drifts however late the event loop wakes; each request gets all
 of the step's tokens at once, and its HTTP handler writes them as one event.
+
+An adaptive mode keeps its speculation state between steps: off once the batch
+reaches spec.adaptive_off_batch, back on only below adaptive_off_batch - adaptive_band
+(band 0: the naive threshold, read anew every step); each change is a SpecSwitch in
+``switches`` and costs its step spec.adaptive_switch_ms more. With a prefix cache
+(``prefix_cache`` > 0, loadgen.sim.prefixcache) a request's prompt is matched when it is
+admitted, as SGLang matches at scheduling, its prefill costs only its uncached tokens,
+and its prompt is cached once the prefill ends.
 """
 
 from __future__ import annotations

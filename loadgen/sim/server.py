@@ -184,7 +184,6 @@ class SimServer(GenerationRoutes, AdminRoutes):
         if rid in self.flights:
             raise ValueError(f"Duplicate request ID detected: {rid}")
         max_new = check_context(job, self.context_length)
-        cfg_cache = self.cfg.prefix_cache
         self._counter += 1
         req, out, finish = make_request(
             job,
@@ -196,7 +195,7 @@ class SimServer(GenerationRoutes, AdminRoutes):
             max_new=max_new,
             received_ns=received,
             record=record,
-            prefix_cache=cfg_cache > 0,
+            prefix_cache=self.cfg.prefix_cache > 0,
         )
         fl = Flight(job=job, req=req, out=out, finish=finish, created=int(time.time()), fault=fault)
         req.truth.fault = fault
