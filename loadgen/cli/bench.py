@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim|crossover|dispatch|rates|faults|soak``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover|dispatch|rates|faults|soak|switching``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ BENCHES = {
     "rates": "loadgen.bench.rate_bench",
     "faults": "loadgen.bench.faults_bench",
     "soak": "loadgen.bench.soak_bench",
+    "switching": "loadgen.bench.switching_bench",
 }
 
 
