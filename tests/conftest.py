@@ -22,6 +22,7 @@ import multiprocessing.process
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections import defaultdict
 
@@ -116,7 +117,55 @@ def _no_process(item: pytest.Item):
         patch.undo()
 
 
+class MemoryPeak:
+    """The machine's memory in use (MemTotal - MemAvailable) sampled every half second in a thread of the
+    controlling process, for the summary: the suite's peak is what decides whether it fits a machine (a run
+    that reached 23.9 of 24.1 GB lost a vLLM worker to the OOM killer)."""
+
+    def __init__(self) -> None:
+        self.start = self.peak = self.used()
+        self.peak_at = 0.0
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-peak", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def meminfo() -> dict[str, int]:
+        out = {}
+        with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                out[name] = int(rest.split()[0]) * 1024
+        return out
+
+    def used(self) -> int:
+        m = self.meminfo()
+        return m.get("MemTotal", 0) - m.get("MemAvailable", 0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            if (u := self.used()) > self.peak:
+                self.peak, self.peak_at = u, time.monotonic() - self.t0
+
+    def line(self) -> str:
+        self._stop.set()
+        total = self.meminfo().get("MemTotal", 0)
+        return (f"memory: peak {self.peak / 1e9:.1f} of {total / 1e9:.1f} GB in use, at {self.peak_at / 60:.1f} min "
+                f"({self.start / 1e9:.1f} GB in use when the suite started)")
+
+
+_memory: MemoryPeak | None = None
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    global _memory
+    if not hasattr(session.config, "workerinput"):
+        _memory = MemoryPeak()
+    _matplotlib_cache()
+
+
+def _matplotlib_cache() -> None:
     """matplotlib's first import on a machine lists its fonts with fc-list (a process) to build its cache
     (~/.cache/matplotlib): done here, before any test, so a fast-tier report test on a fresh machine draws
     its PNG charts instead of failing as a test that starts a process (22 did, on a new host)."""
@@ -192,6 +241,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         if _counts[tier]:
             tr.write_line(f"tier {tier:5s}: {_counts[tier]:4d} tests, {_times[tier]:7.1f} s of test time")
     tr.write_line(f"wall: {wall:.1f} s ({wall / 60:.1f} min)")
+    if _memory is not None:
+        tr.write_line(_memory.line())
     _slowest.sort(reverse=True)
     tr.write_line("slowest (setup/call/teardown):")
     for d, name in _slowest[:15]:

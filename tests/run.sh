@@ -4,8 +4,8 @@
 #   bash tests/run.sh          the whole suite: both tiers, with the real servers and browsers
 #   bash tests/run.sh --fast   the fast tier only: no process, no wall-clock window (tests/conftest.py)
 #
-# Both install what they need first. The whole suite builds llama-server once per machine into
-# ~/.cache/loadgen (7-20 min on 2 cores) and installs Debian's chromium when run as root.
+# Both install what they need first. The whole suite then builds llama-server, installs vLLM and its model
+# once per machine into ~/.cache/loadgen, and installs Debian's chromium when run as root (tests/e2e/setup.py).
 # Tests run in parallel (pytest-xdist), one worker a core (LOADGEN_TEST_WORKERS overrides): the live tier
 # mostly waits on windows, but at two a core beside other work the tests that claim the client kept up
 # failed (15 of 799 at load average 12-14). Extra arguments go to pytest.
@@ -24,9 +24,8 @@ if [ "$fast" = 1 ]; then
     exec python -m pytest -q -n "${LOADGEN_TEST_WORKERS:-$cores}" -m "not live" ${args[@]+"${args[@]}"}
 fi
 
-# Headless Chromium for the web UI and HTML report tests (Debian package).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-        || echo "tests/run.sh: could not install chromium; the browser tests will fail saying so" >&2
-fi
+# The slow set-up first, with progress: llama-server's build, the GGUF, vLLM's install and its model
+# (tests/e2e/setup.py; cached in ~/.cache/loadgen after the first run), and Debian's chromium for the web
+# UI and HTML report tests (as root). A failure here is one line, and no test runs.
+python -m tests.e2e.setup || { echo "tests/run.sh: the set-up failed (the line above says where); no test ran" >&2; exit 1; }
 exec python -m pytest -q -n "${LOADGEN_TEST_WORKERS:-$cores}" --dist loadgroup ${args[@]+"${args[@]}"}

