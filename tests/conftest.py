@@ -10,9 +10,9 @@
 A test outside the live tier that starts a process fails at once, naming the fixture it should
 request: that keeps the fast tier fast and honest as tests are added.
 
-Under pytest-xdist (tests/run.sh) a live module's tests stay on one worker, so a module-scoped run
-or server is made once; every test that uses the llama-servers runs on one worker, which holds
-them for the session. At the end the summary prints each tier's test time and the slowest tests.
+Under pytest-xdist (tests/run.sh) a module's tests stay on one worker, so a module-scoped run or server
+is made once; the tests against the llama-servers run on one worker, those against the vLLM servers on one
+(tests/e2e/scopes.py). At the end the summary prints each tier's test time and the slowest tests.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import time
 from collections import defaultdict
 
 import pytest
+
+from tests.e2e.scopes import scope_of
 
 LIVE = "live"
 
@@ -194,22 +196,40 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
         return (yield)
 
 
-def _group(item: pytest.Item) -> str:
-    if "llama_binary" in item.fixturenames:
-        return "llama"  # one worker holds the llama-servers for the session
-    if "vllm_python" in item.fixturenames:
-        return "vllm"  # and one the vLLM servers (5.8 GB each: never two sets)
-    return item.nodeid.split("::")[0]  # a module's shared runs are made once
+_SERVERS = {"llama_binary": "llama", "vllm_python": "vllm"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (tests/run.sh) with :func:`scope_of` for its units, in collection order (the two
+    server groups first). xdist's own ``loadgroup`` reads groups it writes into each test's node id, which
+    pytest 9.2 (what a fresh venv installs) no longer lets it change: no test had a group, both workers took
+    llama and vLLM tests and each started its own servers (six vLLM servers, 23 of 24 GB in use)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServerScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return ServerScopes(config, log)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if LIVE in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.live)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if LIVE in item.fixturenames:
-            item.add_marker(pytest.mark.live)
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
-    # the longest group first, so it is not the one left running alone at the end
-    items.sort(key=lambda it: {"llama": 0, "vllm": 1}.get(_group(it), 2))
+        for fixture, scope in _SERVERS.items():
+            if fixture in getattr(item, "fixturenames", ()) and scope_of(item.nodeid) != scope:
+                raise pytest.UsageError(f"{item.nodeid} uses {fixture} but is not in tests/e2e "
+                                        f"({'test_vllm*.py' if scope == 'vllm' else 'not test_vllm*.py'}), where "
+                                        f"one worker runs every {scope} test (tests/e2e/scopes.py)")
+    # the longest units first, so neither is the one left running alone at the end
+    items.sort(key=lambda it: {"llama": 0, "vllm": 1}.get(scope_of(it.nodeid), 2))
 
 
 # --------------------------------------------------------------------------- where the time went

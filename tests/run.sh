@@ -28,4 +28,4 @@ fi
 # (tests/e2e/setup.py; cached in ~/.cache/loadgen after the first run), and Debian's chromium for the web
 # UI and HTML report tests (as root). A failure here is one line, and no test runs.
 python -m tests.e2e.setup || { echo "tests/run.sh: the set-up failed (the line above says where); no test ran" >&2; exit 1; }
-exec python -m pytest -q -n "${LOADGEN_TEST_WORKERS:-$cores}" --dist loadgroup ${args[@]+"${args[@]}"}
+exec python -m pytest -q -n "${LOADGEN_TEST_WORKERS:-$cores}" --dist loadscope ${args[@]+"${args[@]}"}

@@ -23,6 +23,7 @@ import pytest
 
 from .llama import LlamaServer, binary_version, live_servers, ensure_llama_server, ensure_model, server_binary_path
 from .memory import real_servers_refused
+from .scopes import scope_of
 from .vllm import VllmServer, ensure_vllm, ensure_vllm_model, spec_config
 
 # Timeout for a test that may have to build llama-server first (pyproject's default is
@@ -209,10 +210,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Servers go when the tests that use them are done, not at the session's end: the worker that held the
     llama-servers and the vLLM servers went on to other modules with 4 idle llama-servers (0.8 GB each) and
     three vLLM servers in memory. A later test that asks again gets them restarted."""
-    if _uses(item, "vllm_python") and not _uses(nextitem, "vllm_python"):
+    unit, next_unit = scope_of(item.nodeid), nextitem and scope_of(nextitem.nodeid)
+    if unit == "vllm" != next_unit:
         for pool in _POOLS:
             pool.stop()
-    if _uses(item, "llama_binary") and not _uses(nextitem, "llama_binary"):
+    if unit == "llama" != next_unit:
         for srv in _LLAMA:
             srv.stop()
 

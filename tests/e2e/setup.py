@@ -63,14 +63,14 @@ def say(line: str) -> None:
 
 
 def _build_progress() -> str:
-    """The llama.cpp build's last ``[ NN%]`` line, from its log."""
+    """The llama.cpp build's last ``[ NN%]`` line from its log, else the step it is at."""
     log = server_root() / "build.log"
     try:
         text = log.read_bytes()[-4096:].decode("utf-8", "replace")
     except OSError:
         return ""
     found = re.findall(r"\[\s*(\d+)%\]", text)
-    return f"{found[-1]} %" if found else "configuring"
+    return f"{found[-1]} % compiled" if found else _last_step(log)
 
 
 def _last_step(log: Path) -> str:
