@@ -1,5 +1,5 @@
 """Under bursty open-loop traffic around their threshold, the naive adaptive mode and its hysteresis twin are each
-flagged exactly when the simulator's truth says they thrashed: each stage's ``simulator.switching`` (its true
+flagged by what the stream saw, and never where the simulator's truth says they could not have thrashed: each stage's ``simulator.switching`` (its true
 switches inside the window, loadgen.serverview.simclock) beside the stream's own ``switching``
 (loadgen.stage.switching). How many switches each makes is the host's and the burst schedule's (the naive mode
 7 busy, 10-11 pinned; the hysteresis mode 1): a figure of ``loadgen bench switching``, not asserted here."""
@@ -37,11 +37,17 @@ def _flagged(stage: dict) -> bool:
     return any(n.startswith(NOTE_HEAD) for n in stage["notes"])
 
 
-def test_each_stage_is_flagged_if_and_only_if_the_simulators_truth_thrashes(bursty):
+def test_a_stage_is_flagged_by_its_streams_count_and_never_beyond_the_simulators_truth(bursty):
+    """What holds whatever the host: the flag is the stream's own count under the one rule, that count never
+    exceeds the truth's by more than one, so a stage whose truth could not thrash (the band mode's) is never
+    flagged. That a truly thrashing stage is flagged is not exact: on a cold venv's host the naive mode
+    switched 13 times in 5 s and its stream showed too few of them to pass the rule (a switch faster than a
+    cell is lost): how often the stream finds the truth's thrashing is ``loadgen bench switching``'s figure."""
     for label, s in bursty.items():
         truth, window_s = s["simulator"]["switching"], s["window"]["duration_s"]
         assert truth["per_s"] == round(truth["switches"] / window_s, 4), label
-        assert _flagged(s) == thrashing(truth["switches"], window_s), (label, truth, s.get("switching"))
+        seen = s.get("switching", {}).get("switches", 0)
+        assert _flagged(s) == thrashing(seen, window_s), (label, truth, s.get("switching"))
         # The stream can miss a switch, never make one: a cell is judged off only when none of its chunks carried
         # drafts (by chance at ALPHA over the window while speculating), on only when half its level did, so
         # its judged states are, in time order, states of the forwards whose chunks fell in the window; a
@@ -50,4 +56,6 @@ def test_each_stage_is_flagged_if_and_only_if_the_simulators_truth_thrashes(burs
         # than one 4 ms forward at time-scale 5): the last one before a switch just ahead of the window's
         # start can show the old state inside it, a switch the truth's window leaves out: at most one more.
         # (A band-mode stage that stayed off shows no speculation to the stream: no count, 0 here.)
-        assert s.get("switching", {}).get("switches", 0) <= truth["switches"] + 1, (label, truth, s.get("switching"))
+        assert seen <= truth["switches"] + 1, (label, truth, s.get("switching"))
+        if not thrashing(truth["switches"] + 1, window_s):
+            assert not _flagged(s), (label, truth, s.get("switching"))
