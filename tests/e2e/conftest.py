@@ -1,9 +1,10 @@
 """Session fixtures for the end-to-end suite: a baseline and an n-gram speculative llama-server, and real vLLM
 servers (tests/e2e/vllm.py): a baseline and two n-gram sizes.
 
-The first run on a machine builds llama-server (15-20 min on 2 cores) and assembles the
-model into ``$LOADGEN_CACHE`` (default ``~/.cache/loadgen``); later runs reuse the cache
-and a server starts in about a second. ``LOADGEN_SKIP_E2E=1`` skips the suite.
+tests/run.sh builds llama-server, assembles the model and installs vLLM into ``$LOADGEN_CACHE`` (default
+``~/.cache/loadgen``) before pytest starts (tests/e2e/setup.py: 7-8 min cold on 2 cores); run without it, the
+fixtures do the same on first use. A llama-server starts in about a second, a vLLM server in about a minute.
+``LOADGEN_SKIP_E2E=1`` skips the suite.
 
 On a machine with more than one core the llama-servers are pinned to the last core
 (``LOADGEN_E2E_SERVER_CPU`` picks another, ``-1`` disables pinning) and the vLLM servers to the
