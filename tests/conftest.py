@@ -28,6 +28,7 @@ from collections import defaultdict
 
 import pytest
 
+from tests.e2e.memory import meminfo
 from tests.e2e.scopes import scope_of
 
 LIVE = "live"
@@ -133,17 +134,8 @@ class MemoryPeak:
         self._thread.start()
 
     @staticmethod
-    def meminfo() -> dict[str, int]:
-        out = {}
-        with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
-            for line in f:
-                name, _, rest = line.partition(":")
-                out[name] = int(rest.split()[0]) * 1024
-        return out
-
-    def used(self) -> int:
-        m = self.meminfo()
-        return m.get("MemTotal", 0) - m.get("MemAvailable", 0)
+    def used() -> int:
+        return meminfo("MemTotal") - meminfo("MemAvailable")
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
@@ -152,7 +144,7 @@ class MemoryPeak:
 
     def line(self) -> str:
         self._stop.set()
-        total = self.meminfo().get("MemTotal", 0)
+        total = meminfo("MemTotal")
         return (f"memory: peak {self.peak / 1e9:.1f} of {total / 1e9:.1f} GB in use, at {self.peak_at / 60:.1f} min "
                 f"({self.start / 1e9:.1f} GB in use when the suite started)")
 
