@@ -36,6 +36,10 @@ class LoopLagMonitor:
         self._task: asyncio.Task | None = None
         self._lo = 0
         self._hi = 0
+        self.peak_ns = 0
+        """The longest stall from a second before the window on, past its end too: the scrapes that bound a
+        server's counters are read 0.2 s before the window opens and just after it closes (the stage's start,
+        every user connecting, is left out)."""
         self.kernel_stamps = False
         """Set by ``start``: the loop is loadgen's stamping loop, whose plain-TCP reads carry the
         kernel's receive time (for ClientHealth.kernel_stamps; TLS reads have none)."""
@@ -57,8 +61,11 @@ class LoopLagMonitor:
         interval_ns = int(self.interval_s * 1e9)
 
         def ran(due: int, stall: int, t0: int) -> None:
+            late = stall + now() - t0
+            if due >= self._lo - 1_000_000_000:
+                self.peak_ns = max(self.peak_ns, late)
             if self._lo <= due < self._hi:
-                self.hist.record((stall + now() - t0) // 1000)
+                self.hist.record(late // 1000)
 
         while True:
             due = now() + interval_ns

@@ -10,6 +10,7 @@ Each live stage therefore has steps of 40-150 ms, so that noise stays far below 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from array import array
 
@@ -23,7 +24,7 @@ from loadgen.record import RequestRecord
 from loadgen.request import GenRequest
 from loadgen.run.processes import run_stage_processes
 from loadgen.run.spec import RunOptions, StageSpec
-from loadgen.stage.selfcheck import assess, step_gap_us
+from loadgen.stage.selfcheck import LoopLagMonitor, assess, step_gap_us
 from loadgen.sim.process import SimProcess
 from loadgen.stage.result import ClientHealth, StageAccumulator, StageResult
 from loadgen.client.target import Target
@@ -195,3 +196,19 @@ def test_a_client_that_blocks_its_loop_is_flagged_and_its_figures_are_off(live):
     assert d["itl"]["p99"] > 1.3 * truth["itl"]["p99"], (d["itl"], truth["itl"])  # really distorted
     assert c["client_bound"] is True and any("deaf for longer than the step" in r for r in c["reasons"]), c
     assert c["advice"], c
+
+
+def test_a_stall_just_before_the_window_is_in_the_peak_not_in_the_window_figures(live):
+    async def main() -> LoopLagMonitor:
+        mon = LoopLagMonitor()
+        t0 = time.perf_counter_ns()
+        mon.start(t0 + int(0.3e9), t0 + int(0.5e9))  # the window opens 0.3 s from now
+        await asyncio.sleep(0.05)
+        time.sleep(0.08)  # the loop blocked 80 ms, 0.17 s before the window: where the opening scrape is read
+        await asyncio.sleep(0.5)
+        await mon.stop()
+        return mon
+
+    mon = asyncio.run(main())
+    assert mon.peak_ns >= 80e6 - 5e6  # the monitor's own timer may fall due up to its period into the stall
+    assert mon.hist.count > 0
