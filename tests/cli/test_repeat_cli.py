@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from loadgen.analysis.coverage import not_comparable
 from tests.cli.runner import in_process
 
 
@@ -36,8 +37,15 @@ def test_each_stage_has_its_spread_across_the_passes(repeated):
     assert passes["passes"] == 3
     for t in ("baseline", "spec"):
         for c in (1, 4):
-            s = passes["by_target"][t][str(c)]
-            assert len(s["values"]) == 3 and s["cv"] is not None and s["cv"] >= 0
+            # a pass's figure of every stage the analysis compares, in pass order: on a busy host a C=4 stage's
+            # server ran a median of 2 requests (the user between its 32-token requests) and is not compared
+            kept = [st["output_tokens_per_s"] for st in doc["stages"]
+                    if (st["target"], st["concurrency"]) == (t, c) and not not_comparable(st)]
+            s = passes["by_target"][t].get(str(c))
+            if len(kept) < 2:
+                assert s is None, s
+                continue
+            assert s["values"] == pytest.approx(kept) and s["cv"] is not None and s["cv"] >= 0, (s, kept)
     # the pooled comparison rests on every pass's windows
     bins = {(s["target"], s["concurrency"]): 0 for s in doc["stages"]}
     for s in doc["stages"]:
