@@ -208,10 +208,6 @@ class RateAnalysis:
                 "adaptive_sentences": self.adaptive_sentences}
 
 
-def is_rate_run(doc: dict) -> bool:
-    return any(s.get("open_loop") for s in doc.get("stages", []))
-
-
 def _point(s: dict, sat: Saturation) -> RatePoint:
     ol = s.get("open_loop") or {}
     fig = {f"{m}_p{p}": (s.get(m) or {}).get(f"p{p}") for m in ("ttft_planned", "tpot", "itl", "e2e_planned")

@@ -1,17 +1,28 @@
-"""The embedded simulators' own answers beside an open-loop run's: its rate crossovers, capacities and
-saturation rates in virtual time (loadgen.sim.knownrate), added to rates.json and the terminal.
+"""The embedded simulators' own answers beside a run's, computed from their cost model (loadgen.sim.known,
+loadgen.sim.knownrate) and added to the analysis's JSON form, so a verdict on the simulator is checked
+against what is true.
 
-In: rates.json as a dict, the run's ``simulator`` block and its run.json. Out: the same dict with
-``simulator_truth`` on each reported TPOT crossover, ``truth`` on each capacity (✓ when within
-±15 % of loadgen's estimate, as the issue holds it) and on each saturation. Only what the run
-asked about is computed: each costs seconds of the simulator's scheduler in virtual time
-(a crossover ~10 s on two cores, a capacity ~8 s), so a run is checked on the per-user decode rate, E2E from plan (mean and p50) and TPOT p50.
+In: crossover.json's or rates.json's dict and the run's document (its ``simulator`` block: the embedded
+simulators' profile, modes and seed). Out: the same dict with the truth added, and one line per part the
+simulator cannot recompute (a dataset file not on this machine, traffic it does not plan).
+
+* Concurrency (:func:`add_concurrency_truth`): ``simulator_truth`` beside each reported output-throughput
+  crossover; with three or more configurations beside each switch of the policy, and ``gap_truth`` beside
+  each adaptive configuration's gap to the envelope.
+* Rate (:func:`add_rate_truth`): ``simulator_truth`` on each reported crossover of the checked metrics,
+  ``truth`` on each capacity (✓ when within ±15 % of loadgen's estimate, as the issue holds it) and on each
+  saturation. Only what the run asked about is computed: each costs seconds of the simulator's scheduler in
+  virtual time (a crossover ~10 s on two cores, a capacity ~8 s), so a run is checked on the per-user decode
+  rate, E2E from plan (mean and p50) and TPOT p50.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from loadgen.analysis.results import DEFAULT_MARGIN
 from loadgen.errors import LoadgenError
+from loadgen.sim.known import known_crossovers, known_gaps, known_switches
 from loadgen.sim.knownrate import known_capacity, known_rate_crossovers, known_rate_metric, known_saturation
 
 CHECKED = {"decode_rate": "decode_rate_mean", "e2e_planned_mean": "e2e_mean", "tpot_p50": "tpot_p50",
@@ -26,7 +37,73 @@ ENVELOPE_CHECKED = {"e2e_planned_mean": "e2e_mean", "tpot_p50": "tpot_p50"}
 simulator's own (TTFT p99 of a bursty schedule is too few requests' figure for a truth to land inside)."""
 
 
-def add_truth(d: dict, sim: dict, doc: dict, *, requests: int = REQUESTS, metrics: dict = CHECKED) -> None:
+DECIDES = "output_tokens_per_s"
+"""The concurrency axis's truth is the output-throughput crossover's (loadgen.sim.known)."""
+
+
+def add_truth(d: dict, doc: dict) -> list[str]:
+    """The simulator's own answers into ``d`` (crossover.json's or rates.json's dict) when ``doc`` ran on the
+    embedded simulators; the lines saying what it could not recompute."""
+    sim = doc.get("run", {}).get("simulator")
+    if not sim or "seed" not in sim:
+        return []
+    if d.get("axis") == "rate":
+        add_rate_truth(d, sim, doc)
+        return [f"the simulator's own answers: not available ({d['simulator_truth_error']})"] \
+            if d.get("simulator_truth_error") else []
+    # the prompt seed is the run's (a Locust ramp's simulator block carries the simulator's own seed)
+    return add_concurrency_truth(d, sim, doc["run"].get("seed", sim["seed"]))
+
+
+def add_concurrency_truth(res: dict, sim: dict, seed: int) -> list[str]:
+    """Beside each reported crossover of the embedded simulators, the one their cost model has."""
+    if res.get("configs"):
+        return _switch_truth(res, sim, seed)
+    said: list[str] = []
+    for wl, per in res["workloads"].items():
+        if wl == "all" or DECIDES not in per or not per[DECIDES]["analysis"]["crossovers"]:
+            continue
+        said += _known_into(per[DECIDES], "simulator_truth", "crossover", wl,
+                            lambda: known_crossovers(sim, wl, per[DECIDES]["analysis"]["crossovers"], seed=seed))
+    return said
+
+
+def _switch_truth(res: dict, sim: dict, seed: int) -> list[str]:
+    """Beside each switch of the policy the embedded simulators' own, and beside each adaptive configuration's gap
+    to the envelope the simulator's own steady-state gap, for three or more configurations."""
+    modes = sim.get("modes") or {}
+    said: list[str] = []
+    for wl, per in res["configs"].items():
+        r = per.get(DECIDES)
+        if wl == "all" or r is None:
+            continue
+        sws = [{"from": w["from_label"], "to": w["to_label"], "estimate": w["estimate"], "ci_low": w["ci_low"],
+                "ci_high": w["ci_high"], "low_c": w["low_c"], "high_c": w["high_c"]}
+               for w in r["switches"] if w["confirmed"] and w["estimate"] is not None
+               and w["from_label"] in modes and w["to_label"] in modes]
+        gaps = [{"label": x, "concurrency": a["concurrency"], "delta": g["delta"], "ci_low": g["ci_low"],
+                 "ci_high": g["ci_high"]} for a in r["at"] for x in r["adaptive"]
+                if (g := a["shortfall"].get(x)) is not None and g["delta"] is not None and g["ci_low"] is not None]
+        if sws:
+            said += _known_into(r, "simulator_truth", "switch points", wl,
+                                lambda: known_switches(sim, wl, modes, sws, seed=seed))
+        if gaps and all(x in modes for x in r["labels"]):
+            said += _known_into(r, "gap_truth", "gaps of its adaptive modes", wl,
+                                lambda: known_gaps(sim, wl, modes, r["adaptive"], gaps, seed=seed))
+    return said
+
+
+def _known_into(r: dict, key: str, what: str, wl: str, find) -> list[str]:
+    """``r[key]``: what ``find`` gives, as dicts; or a line on why the simulator has no own answer (traffic it does
+    not plan, a dataset file not on this machine)."""
+    try:
+        r[key] = [asdict(k) for k in find()]
+    except LoadgenError as e:
+        return [f"workload {wl}: the simulator's own {what}: not available ({e})"]
+    return []
+
+
+def add_rate_truth(d: dict, sim: dict, doc: dict, *, requests: int = REQUESTS, metrics: dict = CHECKED) -> None:
     ol = doc.get("run", {}).get("open_loop") or {}
     if ol.get("axis") != "rate":
         return  # a trace's replay has no arrival process to draw again

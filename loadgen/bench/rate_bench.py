@@ -7,7 +7,7 @@ with ignore_eos, time-scale 10: a 30 s window holds 300 s of the modelled server
 search under TTFT p99 ≤ 500 ms and TPOT p50 ≤ 3 ms (wall ms at time-scale 10: 5 s and 30 ms of the
 modelled server; the TPOT limit binds below either target's running cap, where a p99 of TTFT is a
 cliff whose place a 20 s window cannot pin, see docs/benchmarks.md). Its rates.json carries the
-simulator's own answers in virtual time for the same arrivals (loadgen.report.ratetruth): each
+simulator's own answers in virtual time for the same arrivals (loadgen.analysis.truth): each
 confirmed crossover of the per-user decode rate, E2E from plan (mean, p50) and TPOT p50 is covered when the truth lies in the
 reported interval; each capacity is close when the estimate is within ±15 % of the truth.
 
@@ -62,12 +62,12 @@ def rechecked(doc: dict, slos: str, truth_requests: int) -> dict:
     between seeds (20.3-22.3 for the default ladder's), against ±0.2 from 10,000 (20.0-21.7)."""
     from loadgen.analysis.compare import configurations
     from loadgen.analysis.rates import parse_slos, rate_analysis
-    from loadgen.report.ratetruth import add_truth
+    from loadgen.analysis.truth import add_rate_truth
 
     labels, _ = configurations(doc)
     d = rate_analysis(doc, labels, confidence=0.90, slos=parse_slos(slos),
                       seed=doc.get("run", {}).get("seed", 0)).to_dict()
-    add_truth(d, doc["run"]["simulator"], doc, requests=truth_requests)
+    add_rate_truth(d, doc["run"]["simulator"], doc, requests=truth_requests)
     return d
 
 

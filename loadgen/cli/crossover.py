@@ -10,10 +10,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
-import orjson
 
-from loadgen import redact
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
+from loadgen.analysis.answer import RATE, analyse, write
 from loadgen.analysis.compare import analyze_run
 from loadgen.analysis.coverage import nothing_compared
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
@@ -21,7 +20,7 @@ from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
 from loadgen.report.inputs import PRIMARY
-from loadgen.report.terminal import any_compared, crossover_tables
+from loadgen.report.terminal import any_compared, crossover_tables, rate_tables
 from loadgen.run.orchestrate import ServerCommand
 from loadgen.run.ramp import RampPlan, log, run_ramp
 from loadgen.run.results import ResultsWriter, load
@@ -248,22 +247,20 @@ def _refined(res: dict, wl: str, per: dict) -> list[MetricAnalysis]:
 
 
 def _analyse_and_report(doc: dict, out: Path, s: Settings, stopped: bool = False) -> int:
-    """Analyse, print the answer, write crossover.json and the page; 1 when nothing could be compared (said in one
-    line; ``stopped``: the run already said why it ended, so the line is not a second error)."""
-    from loadgen.analysis.rates import is_rate_run
+    """Analyse, print the answer, write crossover.json (rates.json for an open loop) and the page; 1 when nothing
+    could be compared (said in one line; ``stopped``: the run already said why it ended, so the line is not a second
+    error)."""
+    from loadgen.analysis.rates import parse_slos
 
-    if is_rate_run(doc):
-        from loadgen.cli import rates
-
-        return rates.report(doc, out, s)
-    res = analyze_run(doc, confidence=s.confidence)
-    sim = doc["run"].get("simulator")
-    if sim and "seed" in sim:
-        # the prompt seed is the run's (a Locust ramp's simulator block carries the simulator's own seed)
-        _simulator_truth(res, sim, doc["run"].get("seed", sim["seed"]))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "crossover.json").write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
-    if not any_compared(res):
+    answer = analyse(doc, confidence=s.confidence, slos=parse_slos(s.capacity) if s.capacity else [])
+    for line in answer.notes:
+        log(line)
+    path = write(out, answer)
+    res = answer.result
+    if answer.axis == RATE:
+        print(rate_tables(res))
+        code = 0
+    elif not any_compared(res):
         # one line, not a table of dashes and a screen of flags: the stages are in run.json, the flags in the report
         print(f"loadgen: {'' if stopped else 'error: '}{nothing_compared(doc)}", file=sys.stderr)
         code = 1
@@ -271,62 +268,8 @@ def _analyse_and_report(doc: dict, out: Path, s: Settings, stopped: bool = False
         print(crossover_tables(res, doc=doc, verbose=s.verbose))
         code = 0
     if not s.no_report:
-        try:
-            from loadgen.report.html import render
-        except ImportError:
-            render = None
-        if render is not None:
-            html = render(out)
-            log(f"report: {html}")
-    log(f"results: {out / 'run.json'}, analysis: {out / 'crossover.json'}")
+        from loadgen.report.html import render
+
+        log(f"report: {render(out, doc=doc, res=res)}")
+    log(f"results: {out / 'run.json'}, analysis: {path}")
     return code
-
-
-def _simulator_truth(res: dict, sim: dict, seed: int) -> None:
-    """Beside each reported crossover of the embedded simulators, the one their cost model has."""
-    from loadgen.sim.known import known_crossovers
-
-    if res.get("configs"):
-        _switch_truth(res, sim, seed)
-        return
-    for wl, per in res["workloads"].items():
-        if wl == "all" or PRIMARY not in per or not per[PRIMARY]["analysis"]["crossovers"]:
-            continue
-        _known_into(per[PRIMARY], "simulator_truth", "crossover", wl,
-                    lambda: known_crossovers(sim, wl, per[PRIMARY]["analysis"]["crossovers"], seed=seed))
-
-
-def _switch_truth(res: dict, sim: dict, seed: int) -> None:
-    """Beside each switch of the policy the embedded simulators' own, and beside each adaptive configuration's gap
-    to the envelope the simulator's own steady-state gap, for three or more configurations."""
-    from loadgen.sim.known import known_gaps, known_switches
-
-    modes = sim.get("modes") or {}
-    for wl, per in res["configs"].items():
-        r = per.get(PRIMARY)
-        if wl == "all" or r is None:
-            continue
-        sws = [{"from": w["from_label"], "to": w["to_label"], "estimate": w["estimate"], "ci_low": w["ci_low"],
-                "ci_high": w["ci_high"], "low_c": w["low_c"], "high_c": w["high_c"]}
-               for w in r["switches"] if w["confirmed"] and w["estimate"] is not None
-               and w["from_label"] in modes and w["to_label"] in modes]
-        gaps = [{"label": x, "concurrency": a["concurrency"], "delta": g["delta"], "ci_low": g["ci_low"],
-                 "ci_high": g["ci_high"]} for a in r["at"] for x in r["adaptive"]
-                if (g := a["shortfall"].get(x)) is not None and g["delta"] is not None and g["ci_low"] is not None]
-        if sws:
-            _known_into(r, "simulator_truth", "switch points", wl,
-                        lambda: known_switches(sim, wl, modes, sws, seed=seed))
-        if gaps and all(x in modes for x in r["labels"]):
-            _known_into(r, "gap_truth", "gaps of its adaptive modes", wl,
-                        lambda: known_gaps(sim, wl, modes, r["adaptive"], gaps, seed=seed))
-
-
-def _known_into(r: dict, key: str, what: str, wl: str, find) -> None:
-    """``r[key]``: what ``find`` gives, as dicts; or a line on why the simulator has no own answer (traffic it does
-    not plan, a dataset file not on this machine)."""
-    from dataclasses import asdict
-
-    try:
-        r[key] = [asdict(k) for k in find()]
-    except LoadgenError as e:
-        log(f"workload {wl}: the simulator's own {what}: not available ({e})")

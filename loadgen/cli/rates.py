@@ -1,9 +1,9 @@
-"""``loadgen crossover --rate`` (and ``loadgen capacity``): an open-loop run's analysis and its capacity search.
+"""``loadgen crossover --rate`` (and ``loadgen capacity``): the extra stages of an open-loop run.
 
-In: a finished (or growing) results document whose stages are open-loop, the parsed flags. Out:
-rates.json beside run.json (loadgen.analysis.rates), its tables on stdout (loadgen.report.terminal), and
-with ``--capacity`` extra stages, one target at a time, where its capacity's interval is wider than
-``--capacity-width``; against the embedded simulators, the simulator's own answers beside them.
+In: a finished (or growing) results document whose stages are open-loop, the parsed flags. Out: with
+``--capacity`` extra stages, one target at a time, where its capacity's interval is wider than
+``--capacity-width``; with ``--refine``, both targets inside a rate crossover's interval. The analysis,
+rates.json and its tables are the crossover command's (loadgen.analysis.answer), as for any axis.
 """
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from pathlib import Path
 
-import orjson
-
-from loadgen import redact
 from loadgen.analysis.compare import configurations
 from loadgen.analysis.rates import RateAnalysis, parse_slos, rate_analysis
-from loadgen.report.terminal import rate_tables
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter
 from loadgen.settings.knobs import Settings
@@ -128,25 +123,3 @@ def next_rate(cap, measured: list[float], width: float, ceiling: float | None = 
         lo_side, hi_side = math.sqrt(cap.ci_low * r), math.sqrt(r * cap.ci_high)
         r = next((x for x in (hi_side, lo_side) if new(x)), None)
     return r
-
-
-def report(doc: dict, out: Path, s: Settings) -> int:
-    res = analyse(doc, s)
-    d = res.to_dict()
-    sim = doc.get("run", {}).get("simulator")
-    if sim and "seed" in sim:
-        try:
-            from loadgen.report.ratetruth import add_truth
-        except ImportError:  # pragma: no cover
-            add_truth = None
-        if add_truth is not None:
-            add_truth(d, sim, doc)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rates.json").write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
-    print(rate_tables(d))
-    if not s.no_report:
-        from loadgen.report.html import render
-
-        log(f"report: {render(out, doc=doc, res=d)}")
-    log(f"results: {out / 'run.json'}, analysis: {out / 'rates.json'}")
-    return 0

@@ -16,13 +16,14 @@ from pathlib import Path
 import orjson
 
 from loadgen import __version__, redact
+from loadgen.analysis.answer import RATE, axis_of
+from loadgen.analysis.answer import load as load_answer
 from loadgen.analysis.compare import BY_NAME as METRICS
 from loadgen.analysis.compare import roles
 from loadgen.analysis.coverage import nothing_compared
 from loadgen.errors import LoadgenError
 from loadgen.report.html import render
-from loadgen.report.inputs import PRIMARY, analysis, usable
-from loadgen.report.rates import is_rate_folder
+from loadgen.report.inputs import PRIMARY, usable
 from loadgen.report.terminal import any_compared, rate_tables, summary_text
 from loadgen.run.results import csv_text, load
 
@@ -180,10 +181,10 @@ def run(args) -> int:
     if not same_place:
         _write_json(out / "run.json", doc)  # the report folder holds the figures it shows
     (out / "run.csv").write_text(csv_text(doc["stages"]))
-    if is_rate_folder(out, doc):  # an open loop: rates.json and its page (report/rates.py), not crossover.json
+    if axis_of(doc, out) == RATE:  # an open loop: rates.json and its page (report/rates.py), not crossover.json
         return _rate_report(doc, out, args, [] if same_place else [paths[0].parent / "rates.json"])
 
-    res = analysis(out, doc, confidence=args.confidence, force=args.reanalyse or forced)
+    res = _answer(out, doc, args.confidence, args.reanalyse or forced)
     nothing = "" if any_compared(res) else nothing_compared(doc)
     if nothing:  # one line, as `loadgen crossover` says it; the page and files are written all the same
         print(f"loadgen: error: {nothing}", file=sys.stderr)
@@ -206,15 +207,21 @@ def run(args) -> int:
 def _rate_report(doc: dict, out: Path, args, sources: list[Path]) -> int:
     """An open-loop run's report: rates.json (a fresh one beside run.json, or the one in ``sources`` that
     --out copies along, kept; else made again with its SLOs), its terminal tables and its page."""
-    from loadgen.report.rates import rate_results
-
     for src in sources:
         if src.exists() and not (out / "rates.json").exists():
             shutil.copyfile(src, out / "rates.json")
-    res = rate_results(out, doc, confidence=args.confidence, force=args.reanalyse)
+    res = _answer(out, doc, args.confidence, args.reanalyse)
     print(rate_tables(res))
     written = [out / "rates.json", out / "run.csv"] + ([out / "run.json"] if sources else [])
     if not args.no_html:
         written.insert(0, render(out, doc=doc, res=res, png=not args.no_png))
     print("loadgen: wrote " + ", ".join(map(str, written)), file=sys.stderr)
     return 0
+
+
+def _answer(out: Path, doc: dict, confidence: float | None, force: bool) -> dict:
+    """The analysis file's dict (made again when stale or asked), what the simulator could not recompute said."""
+    answer = load_answer(out, doc, confidence=confidence, force=force)
+    for line in answer.notes:
+        print(f"loadgen: {line}", file=sys.stderr)
+    return answer.result

@@ -5,6 +5,6 @@ In: a run's stages and its analysis. Out: the HTML report (``html``: the page, b
 fixed text in ``templates/``), its charts as SVG and PNG (``charts``), and the plain text the
 commands print at the terminal: the answer's tables, verdicts and flags (``terminal``: crossover,
 three or more configurations, open loop, a simulator profile's expected table) and the stage table
-(``table``). Against the embedded simulators, ``ratetruth`` sets the simulator's own rate crossovers,
-capacities and saturations beside what a rate run reported. The fronts in ``loadgen/cli`` only print these.
+(``table``). The analysis, the simulator's own answers in it, is read or made by loadgen.analysis.answer; the
+fronts in ``loadgen/cli`` only print these.
 """

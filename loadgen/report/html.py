@@ -30,6 +30,8 @@ from html import escape
 from pathlib import Path
 
 from loadgen import __version__
+from loadgen.analysis.answer import RATE, axis_of
+from loadgen.analysis.answer import load as load_answer
 from loadgen.analysis.compare import RunAnalysis
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
@@ -37,9 +39,8 @@ from loadgen.report.cards import facts_line, flags_card, run_card_of, wall_time
 from loadgen.report.charts import Chart
 from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
-from loadgen.report.inputs import analysis, slices, typed, usable
+from loadgen.report.inputs import slices, typed, usable
 from loadgen.report.palette import labels_of
-from loadgen.report.rates import is_rate_folder
 from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
@@ -96,16 +97,16 @@ def render(out_dir: str | Path, *, doc: dict | None = None, res: dict | RunAnaly
            title: str = "") -> Path:
     """Write ``out_dir/report.html`` (and ``out_dir/plots/*.png`` unless ``png`` is False); return its path.
     ``res``: the analysis when the caller has it (crossover.json's dict or a RunAnalysis; an open loop's
-    rates.json dict), else it is read or made (:func:`loadgen.report.inputs.analysis`)."""
+    rates.json dict), else it is read or made (:func:`loadgen.analysis.answer.load`)."""
     out = Path(out_dir)
     if doc is None:
         doc = load(out / "run.json")
     doc, dropped = usable(doc)
     if not doc["stages"]:
         raise LoadgenError(f"{out / 'run.json'}: no finished stage to report")
-    rate_res = isinstance(res, dict) and res.get("axis") == "rate"
-    if is_rate_folder(out, doc) or rate_res:  # an open loop: its page is rates.py's
+    rate_res = isinstance(res, dict) and res.get("axis") == RATE
+    if axis_of(doc, out) == RATE or rate_res:  # an open loop: its page is rates.py's
         return rate_page(out, doc, res if rate_res else None, dropped, png=png, title=title)
-    ra = typed(res if res is not None else analysis(out, doc))
+    ra = typed(res if res is not None else load_answer(out, doc).result)
     page = build(doc, ra, dropped, title or f"loadgen report: {out.resolve().name}")
     return write_page(out, page.html, page.charts, png)

@@ -1,9 +1,8 @@
-"""The report's inputs: a run's stages checked and pooled into slices, and its analysis read or made.
+"""The report's inputs: a run's stages checked and pooled into slices, and its analysis typed.
 
-In: a run document (``run.json``, schema ``loadgen.run/1``) and its results folder.
+In: a run document (``run.json``, schema ``loadgen.run/1``) and its analysis (crossover.json's dict, as
+:func:`loadgen.analysis.answer.load` reads or makes it).
 Out: :func:`usable` (the document without malformed stages, and why each was left out),
-:func:`analysis` (``crossover.json``: reused when fresh, else computed with
-:func:`loadgen.analysis.compare.analyze_run` and written; the terminal reads it as this dict),
 :func:`typed` (that dict as the :class:`~loadgen.analysis.compare.RunAnalysis` the page reads), :func:`slices`
 (workload → target → C → :class:`Slice`, repeated stages pooled, each with its flags; a phase of a
 ``phases:`` workload over its own bins only, as the analysis takes them),
@@ -16,13 +15,7 @@ the measurement's JSON edge).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import orjson
-
-from loadgen import redact
-from loadgen.errors import LoadgenError
 
 if TYPE_CHECKING:
     from loadgen.analysis.compare import RunAnalysis
@@ -57,34 +50,6 @@ def usable(doc: dict) -> tuple[dict, list[str]]:
             label = f"{s.get('target', '?')} C={s.get('concurrency', '?')}" if isinstance(s, dict) else f"#{i}"
             dropped.append(f"stage {i} ({label}) left out: {why}")
     return {**doc, "stages": ok}, dropped
-
-
-def analysis(out_dir: Path, doc: dict, *, confidence: float | None = None, force: bool = False) -> dict:
-    """crossover.json when it is there, fresh and at the wanted level; else analyse and write it."""
-    from loadgen.analysis.compare import analyze_run, roles
-
-    path = out_dir / "crossover.json"
-    run_path = out_dir / "run.json"
-    if not force and path.exists():
-        try:
-            fresh = not run_path.exists() or path.stat().st_mtime >= run_path.stat().st_mtime
-            res = orjson.loads(path.read_bytes())
-            # without "coverage" it predates the verdicts that name missing and flagged stages, without
-            # "decides" the gate on comparable stages and the one deciding metric: redo it
-            if (fresh and isinstance(res, dict)
-                    and {"baseline", "spec", "workloads", "confidence", "coverage", "decides"} <= res.keys()
-                    and (confidence is None or abs(res["confidence"] - confidence) < 1e-9)
-                    and (res["baseline"], res["spec"]) == roles(doc)):
-                return res
-        except (OSError, orjson.JSONDecodeError):
-            pass
-    try:
-        res = analyze_run(doc, confidence=0.90 if confidence is None else confidence)
-    except ValueError as exc:
-        raise LoadgenError(f"{run_path}: cannot analyse: {exc}") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(redact.document(res), option=orjson.OPT_INDENT_2))
-    return res
 
 
 def typed(res) -> "RunAnalysis":

@@ -1,8 +1,8 @@
 """The report of an open-loop (rate) run: one self-contained HTML page against the offered rate.
 
 In: a results folder whose stages are open-loop (each has ``rate`` and ``open_loop``), its run
-document and its rate analysis (``rates.json``, loadgen.analysis.rates.RateAnalysis.to_dict:
-reused when fresh, else computed with the SLOs and confidence it had and written). Out:
+document and its rate analysis (``rates.json``, loadgen.analysis.rates.RateAnalysis.to_dict, as
+loadgen.analysis.answer.load reads or makes it). Out:
 ``report.html`` (template ``templates/rates-page.html``, one ``rates-workload.html`` per
 workload) and ``plots/WORKLOAD-rates.png`` (+ ``WORKLOAD-capacity.png`` with SLOs).
 
@@ -24,11 +24,8 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-import orjson
-
-from loadgen import __version__, redact
-from loadgen.errors import LoadgenError
-from loadgen.analysis.rates import SloTerm, fmt_rate, parse_slos, rate_analysis
+from loadgen import __version__
+from loadgen.analysis.rates import fmt_rate
 from loadgen.report.cards import run_card, wall_time
 from loadgen.report.charts import (CROSS_COLOUR, FAIL_COLOUR, TIE_COLOUR, WARN_COLOUR, Chart, Series, Span, VLine,
                                    legend_items, svg)
@@ -39,11 +36,10 @@ from loadgen.report.palette import palette, swatch
 from loadgen.report.templates import fragment, read
 from loadgen.report.words import capitalised, slug, verdict_kind, without_metric
 
-__all__ = ["RatePage", "build", "is_rate_folder", "rate_results", "render"]
+__all__ = ["RatePage", "build", "render"]
 
 RATE_AXIS = "offered rate, requests/s (log scale)"
 IDENTITY_COLOUR = "#98a2b3"
-FRESH_KEYS = {"axis", "reference", "candidates", "confidence", "slos", "points", "saturation", "metrics"}
 
 
 @dataclass
@@ -51,64 +47,6 @@ class RatePage:
     html: str
     charts: dict[str, list[Chart]]
     """workload → its charts (TTFT, TPOT, E2E, achieved, and the margin chart when there are SLOs)."""
-
-
-def is_rate_folder(out: Path, doc: dict) -> bool:
-    """An open-loop run: a stage with a rate (or an open_loop block). The stages decide, not a rates.json
-    beside them: a folder reused by a closed-loop run after an open-loop one keeps the old file. With no
-    stage at all, a rates.json there says it."""
-    stages = doc.get("stages") or []
-    if stages:
-        return any(s.get("rate") is not None or s.get("open_loop") for s in stages)
-    return (out / "rates.json").exists()
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        d = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return d if isinstance(d, dict) and FRESH_KEYS <= d.keys() and d.get("axis") == "rate" else None
-
-
-def rate_results(out: Path, doc: dict, *, confidence: float | None = None, force: bool = False) -> dict:
-    """rates.json when it is there, no older than run.json and at the wanted level; else the analysis made
-    again (with the SLOs the old file had) and written. A remade file has no simulator truth: that is the
-    crossover command's to add."""
-    from loadgen.analysis.compare import configurations
-
-    path, run_path = out / "rates.json", out / "run.json"
-    old = _read(path) if path.exists() else None
-    if old is not None and not force and (confidence is None or abs(old["confidence"] - confidence) < 1e-9):
-        if not run_path.exists() or path.stat().st_mtime >= run_path.stat().st_mtime:
-            return old
-    slos = ([SloTerm(s["key"], float(s["percentile"]), float(s["limit_ms"])) for s in old["slos"]]
-            if old and old.get("slos") else _slos_asked(doc))
-    conf = confidence if confidence is not None else (old or {}).get("confidence", 0.90)
-    labels, adaptive = configurations(doc)
-    d = rate_analysis(doc, labels, confidence=conf, slos=slos, seed=doc.get("run", {}).get("seed", 0),
-                      adaptive=adaptive).to_dict()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(redact.document(d), option=orjson.OPT_INDENT_2))
-    tmp.replace(path)
-    return d
-
-
-def _slos_asked(doc: dict) -> list[SloTerm]:
-    """The SLOs the run's command line gave (``--capacity X``), for a folder whose rates.json is gone; none
-    when it gave none or they do not parse."""
-    argv = [str(a) for a in doc.get("run", {}).get("argv") or []]
-    text = next((a.partition("=")[2] for a in argv if a.startswith("--capacity=")), None)
-    if text is None and "--capacity" in argv[:-1]:
-        text = argv[argv.index("--capacity") + 1]
-    try:
-        return parse_slos(text) if text else []
-    except LoadgenError:
-        return []
 
 
 def _labels(res: dict) -> list[str]:
@@ -499,6 +437,8 @@ def render(out: Path, doc: dict, res: dict | None = None, dropped: list[str] | N
     """Write ``out/report.html`` of an open-loop run (``res``: its rates.json dict; None: read or made) and,
     unless ``png`` is False, its PNGs; return the page's path."""
     if res is None:
-        res = rate_results(out, doc, confidence=confidence)
+        from loadgen.analysis.answer import load
+
+        res = load(out, doc, confidence=confidence).result
     page = build(doc, res, dropped, title or f"loadgen report: {out.resolve().name} (open loop)")
     return write_page(out, page.html, page.charts, png, pngs=write_pngs)

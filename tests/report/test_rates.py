@@ -23,7 +23,9 @@ from loadgen.cli import main
 from loadgen.report.charts import CROSS_COLOUR, WARN_COLOUR
 from loadgen.report.html import render
 from loadgen.report.palette import palette
-from loadgen.report.rates import build, is_rate_folder, rate_results
+from loadgen.analysis.answer import RATE, axis_of
+from loadgen.analysis.answer import load as load_answer
+from loadgen.report.rates import build
 from tests.report.browser import Chrome
 
 DATA = Path(__file__).parent / "data" / "rates-run.json.gz"
@@ -194,7 +196,7 @@ def test_crossovers_drawn_as_lines_with_their_intervals(page):
 def test_a_fresh_rates_json_is_used_a_stale_one_remade(tmp_path):
     out = _folder(tmp_path / "run")
     doc = _doc()
-    first = rate_results(out, doc)
+    first = load_answer(out, doc).result
     mine = {**first, "capacity_sentence": {"chat": "a sentence only the file on disk has"}}
     (out / "rates.json").write_bytes(orjson.dumps(mine))
     assert "A sentence only the file on disk has" in render(out, png=False).read_text(encoding="utf-8")
@@ -208,8 +210,9 @@ def test_a_fresh_rates_json_is_used_a_stale_one_remade(tmp_path):
 def test_stages_decide_not_a_leftover_rates_json(tmp_path):
     (tmp_path / "rates.json").write_text("{}")
     closed = {"stages": [{"target": "baseline", "concurrency": 4}]}
-    assert not is_rate_folder(tmp_path, closed)
-    assert is_rate_folder(tmp_path, _doc())
+    assert axis_of(closed, tmp_path) != RATE
+    assert axis_of(_doc(), tmp_path) == RATE
+    assert axis_of({"stages": []}, tmp_path) == RATE  # no stage: the file says it
 
 
 def test_loadgen_report_on_an_open_loop_folder(tmp_path, capsys):

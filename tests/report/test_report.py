@@ -12,7 +12,8 @@ from loadgen.report import charts as plots
 from loadgen.histograms import Hist
 from loadgen.report.figures import mean_interval, percentile_curve
 from loadgen.report.html import render
-from loadgen.report.inputs import analysis, slices, usable
+from loadgen.analysis.answer import load as load_answer
+from loadgen.report.inputs import slices, usable
 from loadgen.report.words import threshold_hint
 from tests.report.synth import CROSS_C, run_doc, stage, write_run
 
@@ -70,8 +71,12 @@ def test_stale_truncated_or_foreign_analysis_is_recomputed(synth_dir, monkeypatc
     path = synth_dir / "crossover.json"
     good = orjson.loads(path.read_bytes())
     calls = []
-    monkeypatch.setattr(loadgen.analysis.compare, "analyze_run", lambda doc, **kw: calls.append(kw) or good)
+    monkeypatch.setattr(loadgen.analysis.compare, "analyze_run", lambda doc, **kw: calls.append(kw) or dict(good))
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
+
+    def analysis(*a, **kw):
+        return load_answer(*a, **kw).result
+
     assert analysis(synth_dir, doc) == good and calls == []  # up to date: reused
     old = time.time() - 60
     os.utime(path, (old, old))  # older than run.json: stale
@@ -82,6 +87,11 @@ def test_stale_truncated_or_foreign_analysis_is_recomputed(synth_dir, monkeypatc
     analysis(synth_dir, doc)
     analysis(synth_dir, doc, confidence=0.95)  # another level
     assert len(calls) == 4 and calls[-1]["confidence"] == 0.95
+    # a stale file is made again at its own level, not the default's
+    path.write_bytes(orjson.dumps({**good, "confidence": 0.8}))
+    os.utime(path, (old, old))
+    analysis(synth_dir, doc)
+    assert len(calls) == 5 and calls[-1]["confidence"] == 0.8
 
 
 def test_truncated_stage_is_left_out_and_flagged(synth_dir):
