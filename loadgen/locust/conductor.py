@@ -44,7 +44,9 @@ import orjson
 
 from loadgen import redact
 from loadgen.errors import LoadgenError
+from loadgen.run import stops
 from loadgen.run.order import stage_order
+from loadgen.run.stops import Deadline, Saturation
 from loadgen.run.results import ResultsWriter
 from loadgen.stage.result import StageAccumulator, StageResult
 from loadgen.report.table import stage_table
@@ -83,10 +85,7 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
                    "max_lag_ms": float(getattr(cfg, "max_dispatch_lag_ms", None) or 10.0)}
     plans = []
     repeats = int(getattr(cfg, "repeat", None) or 1)
-    if repeats > 1 and rates:
-        raise LoadgenError("run.repeat is for a ladder of concurrencies: the rate analysis reads one stage per rate")
-    for slot in stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency",
-                            repeats=repeats):
+    for slot in ramp_slots(cfg, targets):
         if rates:
             open_kw["rate"] = float(slot.value)
         plans.append(StagePlan(
@@ -101,6 +100,16 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
             read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id, **open_kw,
         ))
     return plans
+
+
+def ramp_slots(cfg: RampConfig, targets: list[TargetConf]) -> list:
+    """The ramp's stages in the one stage order (loadgen.run.order.stage_order): what the stop conditions read."""
+    rates = open_rates(cfg)
+    repeats = int(getattr(cfg, "repeat", None) or 1)
+    if repeats > 1 and rates:
+        raise LoadgenError("run.repeat is for a ladder of concurrencies: the rate analysis reads one stage per rate")
+    return list(stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency",
+                            repeats=repeats))
 
 
 def open_meta(cfg: RampConfig, rates: tuple[float, ...] | None) -> dict:
@@ -173,6 +182,8 @@ class Conductor:
         """cfg → cfg: the options as they are now, for a new run started from the web UI."""
         self.probed: dict[str, dict] = {}
         """Target label → what its server said about itself (engine, running cap), asked once per run."""
+        self.slots: list = []
+        self.stops: list[stops.Stop] = []
 
     # --- run lifecycle --------------------------------------------------------------------------
     @property
@@ -184,6 +195,13 @@ class Conductor:
         self.runs += 1
         self.run_id = uuid.uuid4().hex[:12]
         self.plans = build_plans(self.cfg, self.targets, self.run_id)
+        self.slots = ramp_slots(self.cfg, self.targets)
+        lead = SPAWN_S + (START_LEAD_S if self.distributed else 0.0)
+        # the ramp's stop conditions, as the scripted ramp's (run/stops.py); a Locust stage's length is its plan's
+        self.stops: list[stops.Stop] = [
+            Saturation(bool(getattr(self.cfg, "past_saturation", False))),
+            Deadline(getattr(self.cfg, "max_run_s", None), time.monotonic(),
+                     lambda i: lead + self.plans[i].warmup_s + (self.plans[i].duration_s or 0.0), len(self.plans))]
         self.pos = 0
         self.cur = None
         self.stages = []
@@ -254,6 +272,8 @@ class Conductor:
             if not self.cur.pending and (server is None or server.done):
                 self._complete()
         if self.cur is None:
+            while self.pos < len(self.plans) and not self._may_begin():
+                pass
             if self.pos >= len(self.plans):
                 self._finish(interrupted=False)
                 return None
@@ -264,6 +284,29 @@ class Conductor:
         c = self.cur.plan.concurrency
         rate = c / self.cur.plan.spawn_s  # every user spawned before the stage's synchronised start
         return (c, rate + (0.001 if self._nudge else 0.0))
+
+    def _may_begin(self) -> bool:
+        """The stop conditions on the next stage: False when it is not run (written to ``run.not_run``, the next
+        one is asked) or the ramp ends before it (``run.cut``: every stage left)."""
+        plan, slot = self.plans[self.pos], self.slots[self.pos]
+        decision = stops.before(self.stops, self.pos, slot)
+        if decision.action == "stop":
+            self._cut(len(self.plans) - self.pos)
+            return False
+        if decision.action == "skip":
+            log.info("loadgen: stage %d/%d: %s %s: not run, %s", plan.index + 1, len(self.plans), plan.label,
+                     plan.load_words, decision.said)
+            self.writer.run.setdefault("not_run", []).append(
+                {"target": plan.label, "workload": plan.workload, "value": slot.value, "why": decision.why,
+                 **({} if plan.repeat is None else {"repeat": plan.repeat})})
+            self.pos += 1
+            return False
+        return True
+
+    def _cut(self, not_run: int) -> None:
+        self.writer.run["cut"] = {"by": "max-run-time", "stages_not_run": not_run}
+        log.info("loadgen: --max-run-time reached: %d planned stage(s) not run", not_run)
+        self.pos = len(self.plans)
 
     def _begin(self, plan: StagePlan) -> bool:
         plan.spawn_s = SPAWN_S
@@ -473,8 +516,13 @@ class Conductor:
             lag = (ol.get("dispatch_lag_ms") or {}).get("p99")
             log.info("loadgen:     open loop: %s planned, %s sent, dispatch lag p99 %s ms%s", ol.get("planned"),
                      ol.get("sent"), _fmt(lag), " (FLAGGED: the schedule was not kept)" if ol.get("lag_flagged") else "")
+        end, said = stops.after(self.stops, self.pos, self.slots[self.pos], d)
+        for line in said:
+            log.info("loadgen:     %s", line)
         self.cur = None
         self.pos += 1
+        if end:
+            self._cut(len(self.plans) - self.pos)
 
     # --- for the web UI ---------------------------------------------------------------------------
     def status(self) -> dict:

@@ -31,6 +31,7 @@ from loadgen.serverview import simclock
 from loadgen.serverview.reset import reset_cache
 from loadgen.serverview.watch import ServerWatch, running_cap
 from loadgen.run.spec import Interrupted, RequestSource, RunOptions, WindowProbe
+from loadgen.run import stops
 from loadgen.run.stops import RunBudget, Saturation
 from loadgen.stage.result import stage_load
 
@@ -136,8 +137,8 @@ class _Ramp:
                               open=plan.open)
         self.index0 = len(writer.stages)
         self.t_start = time.monotonic()
-        self.saturation = Saturation(plan.climb_past_saturation)
         self.budget = RunBudget(self.sched, plan.max_run_s, self.t_start)
+        self.stops: list[stops.Stop] = [Saturation(plan.climb_past_saturation), self.budget]
         self.last: tuple[float, float, float] | None = None
         """(when the last stage began, its typical estimate as planned, its load): what each stage took beyond its
         estimate (steadiness past the typical warm-up, the cool-down's slowest request, the fold, run.json written,
@@ -182,14 +183,12 @@ class _Ramp:
     def _stage(self, i: int, slot) -> bool:
         """Stage ``i`` run, kept from an interrupted run, or not run; False when the run stops here."""
         n = len(self.slots)
-        decision = self.saturation.before(slot)
-        if decision.action == "run":
-            kept = self.writer.take(slot.target.label, self.index0 + i, self.plan.load_of(slot.value))
-            if kept is not None:  # --resume: measured before the run was interrupted
-                log(f"{self._head(i, slot)}: kept from the interrupted run")
-                self._measured(kept, slot)
-                return True
-            decision = self.budget.before(i, slot)
+        kept = self.writer.take(slot.target.label, self.index0 + i, self.plan.load_of(slot.value))
+        if kept is not None:  # --resume: measured before the run was interrupted
+            log(f"{self._head(i, slot)}: kept from the interrupted run")
+            self._measured(i, kept, slot)
+            return True
+        decision = stops.before(self.stops, i, slot)
         if decision.action == "stop":
             self._cut(n - i)
             return False
@@ -199,8 +198,7 @@ class _Ramp:
                 {"target": slot.target.label, "workload": slot.workload, "value": slot.value,
                  "why": decision.why, **self._pass(slot)})
             return True
-        self._measure(i, slot, decision)
-        if self.budget.spent(i):
+        if self._measure(i, slot, decision):
             self._cut(n - i - 1)
             return False
         return True
@@ -213,7 +211,8 @@ class _Ramp:
         left = self.budget.left_s()
         _ensure_up(self.plan, target, self.running, self.servers, None if left is None else max(1.0, left))
 
-    def _measure(self, i: int, slot, decision) -> None:
+    def _measure(self, i: int, slot, decision) -> bool:
+        """Stage ``i`` measured and written; True when the run ends after it."""
         plan, sched, target, wl = self.plan, self.sched, slot.target, slot.workload
         left_s = self.budget.left_s()
         self._up(target)
@@ -230,7 +229,7 @@ class _Ramp:
                               None if left_s is None else left_s - (spec.max_stage_s or 0.0))
         res, retried = self._run_retrying(i, slot, spec, after_s)
         extra = {"retried": retried} if retried is not None else {}
-        self._measured(self.writer.add_stage(res, **extra, **self._pass(slot)), slot)
+        return self._measured(i, self.writer.add_stage(res, **extra, **self._pass(slot)), slot)
 
     def _run_retrying(self, i: int, slot, spec, after_s):
         """The stage's result, run a second time (once) when a server loadgen started died during it."""
@@ -279,8 +278,9 @@ class _Ramp:
                 watch.close()
             line.done()
 
-    def _measured(self, d: dict, slot) -> None:
-        """A stage's summary lines, and what later stages learn from it (durations, saturation)."""
+    def _measured(self, i: int, d: dict, slot) -> bool:
+        """A stage's summary lines, and what later stages learn from it (durations, saturation); True when a
+        stop ends the run after it."""
         d_req = d["requests"]
         log(f"    {d_req['completed']} ok, {d_req['failed']} failed"
             + (f", {d_req['cancelled']} cancelled" if d_req.get("cancelled") else "")
@@ -288,13 +288,15 @@ class _Ramp:
             f"TTFT p50 {d['ttft'].get('p50', float('nan')):.1f} ms"
             + (" [client-bound]" if d["client"]["client_bound"] else "")
             + (f" [cut in the {d['cut']['phase']}: {d['cut']['by']}]" if d.get("cut") else ""))
-        if self.plan.open is not None:
-            log(f"    {self.saturation.measured(d, slot)}")
+        end, said = stops.after(self.stops, i, slot, d)
+        for line in said:
+            log(f"    {line}")
         for note in d["notes"]:
             log(f"    note: {note}")
         self.done.append(d)
         if d["e2e"].get("p50") and not d.get("incomplete"):
             self.durations.add(d["target"], slot.workload, slot.value, d["e2e"]["p50"] / 1000)
+        return end
 
 
 def _annotate(res, target: Target, probed: dict | None, clock0, reset: dict | None, retried: dict | None) -> None:

@@ -168,7 +168,7 @@ class Settings:
     past_saturation: bool | None = knob(
         "--past-saturation", "open loop: go on to higher rates for a target after one of its stages saturated "
         "(by default its ladder stops there)", action="store_true", default=False, toml="run.past_saturation",
-        attr="past_saturation", check="boolean", section="stages")
+        attr="past_saturation", check="boolean", section="stages", fronts=FRONTS)
     trace: str | None = knob(
         "--trace", "open loop: replay a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids), "
         "a file or a shipped one (mooncake-small), prompts from --workload at its lengths", toml="run.trace",
@@ -287,7 +287,9 @@ class Settings:
     max_run_time: float | None = knob(
         "--max-run-time", "the whole run's budget (e.g. 30m), shared out between the stages by their estimates; "
         "when spent the run stops and says which stages were not run", parse=_dur, toml="run.max_run_time",
-        attr="max_run_s", check="seconds", section="stages")
+        attr="max_run_s", check="seconds", section="stages", fronts=FRONTS,
+        help_by={"locust": "the whole ramp's budget (e.g. 30m): a stage starts only if its warm-up and window end "
+                           "within it; the ramp then stops and says which stages were not run"})
     slo: Slo | None = knob(
         "--slo", "goodput SLOs, e.g. ttft_ms=500,tpot_ms=50", parse=_slo, parse_none=True, toml="slo", check="slo",
         section="traffic")

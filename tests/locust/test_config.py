@@ -185,7 +185,7 @@ def test_the_locust_options_are_the_defined_ones(live):
                          "sim_time_scale": None, "sim_metrics_flavour": None, "sim_faults": None, "sim_prefix_cache": None,
                          "sim_modes": None,
                          "rate": None, "arrival": None, "max_in_flight": None, "max_dispatch_lag": None,
-                         "turns": None, "think_time": None, "shared_prefix": None, "prefix_ratio": None}
+                         "past_saturation": False, "max_run_time": None, "turns": None, "think_time": None, "shared_prefix": None, "prefix_ratio": None}
     assert notes == []
     cfg = cfgmod.with_overrides(cfgmod.RampConfig(), **got["ns"])
     assert (cfg.duration_s, cfg.requests, cfg.ladder, cfg.workload) == (7.0, 9, (1, 3), "code")

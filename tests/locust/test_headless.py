@@ -81,3 +81,16 @@ def test_processes_mode_fails_before_forking(live, tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "loadgen: error: bad.toml: run.ladder: concurrencies must increase, got 3 after 3"]
+
+
+def test_max_run_time_ends_the_ramp_before_a_stage_that_would_overrun_it(live, tmp_path):
+    # a stage is its spawn, 1 s of warm-up and 2 s of window (3.5 s): the first fits in 6 s, four never do
+    p = run_locust("--headless", "--ladder", "1,2,3,4", "--warmup", "1s", "--duration", "2s", "--sim-time-scale", "10",
+                   "--max-run-time", "6s", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = results(tmp_path / "results" / "ramp")
+    ran = len(doc["stages"])
+    assert 1 <= ran < 4 and doc["run"]["cut"] == {"by": "max-run-time", "stages_not_run": 8 - ran}, doc["run"]["cut"]
+    for s in doc["stages"]:  # a stage that started kept its plan: nothing of it was cut
+        assert not s.get("cut") and not s["incomplete"] and s["window"]["duration_s"] == 2.0, s["notes"]
+    assert f"--max-run-time reached: {8 - ran} planned stage(s) not run" in p.stderr

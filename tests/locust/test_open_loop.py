@@ -71,6 +71,35 @@ def test_rate_ladder_two_targets_writes_rate_stages_and_crossover_reads_them(liv
     assert cx.returncode == 0, (cx.stdout[-2000:], cx.stderr[-3000:])
 
 
+def test_a_saturated_target_runs_no_higher_rate_as_the_scripted_ramp(live, tmp_path):
+    # ~80-token requests: the model ends about 45 a second (tests/cli/test_rates_cli.py: ~19 of 200 tokens), so
+    # 80 req/s saturates, 8 keeps up on a quiet host; a fixed 2 s warm-up holds a second of requests
+    (tmp_path / "sat.toml").write_text('[run]\nmax_tokens = "uniform:60,100"\nignore_eos = true\n')
+    p = run_locust("--headless", "--config", "sat.toml", "--rate", "8,80,100", "--warmup", "2s", "--duration", "3s",
+                   cwd=tmp_path, timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = results(tmp_path / "results" / "ramp")
+    saturated = {(s["target"], s["rate"]) for s in doc["stages"] if "SATURATED" in _line(p.stderr, s)}
+    # a rate runs for a target unless a lower one saturated it; what did not run says why, as the CLI writes it
+    for s in doc["stages"]:
+        assert not any(t == s["target"] and r < s["rate"] for t, r in saturated), (s["target"], s["rate"], saturated)
+    not_run = {(x["target"], x["value"]) for x in doc["run"].get("not_run", [])}
+    planned = {(t, r) for t in ("baseline", "spec") for r in (8.0, 80.0, 100.0)}
+    assert not_run == planned - {(s["target"], s["rate"]) for s in doc["stages"]}
+    assert not_run == {(t, r) for t, r in planned if any(u == t and q < r for u, q in saturated)}
+    assert {t for t, _ in saturated} == {"baseline", "spec"}, saturated  # both by 80 req/s at the latest
+    for t, r in not_run:
+        at = min(q for u, q in saturated if u == t)
+        assert f"{t} rate={r:g}/s: not run, the server saturated at rate={at:g}/s" in p.stderr
+
+
+def _line(err: str, s: dict) -> str:
+    """The stop conditions' line of a stage (offered, ended, lag; SATURATED and why), as the Locust log has it."""
+    head = f": {s['target']} rate={s['rate']:g}/s"
+    i = next(i for i, ln in enumerate(err.splitlines()) if "done" in ln and head in ln)
+    return next(ln for ln in err.splitlines()[i:] if "offered " in ln)
+
+
 def test_master_and_two_workers_share_one_schedule(live, tmp_path):
     out = tmp_path / "out"
     port = free_port()
