@@ -3,9 +3,9 @@
 In: the run document, the run's analysis (``ra``, a :class:`~loadgen.analysis.compare.RunAnalysis`),
 the slices and the lines of stages left out of the results file. Out: HTML / text — :func:`facts_line`
 and :func:`wall_time` (the header), :func:`flags_card` (every client-bound, failed, approximate,
-incomplete or never-compared item, with the self-check's advice) and :func:`run_card_of` (targets,
-servers, ladder, seed; template ``templates/run-card.html``). :func:`run_card` is the same card for the
-open-loop page (rates.py), which hands it a dict of the same few facts.
+incomplete or never-compared item, with the self-check's advice) and :func:`run_card` (targets,
+servers, ladder, seed; template ``templates/run-card.html``), read off a concurrency run's analysis by
+:func:`run_card_of` and off the open-loop page's own facts by rates.py.
 """
 
 from __future__ import annotations
@@ -112,19 +112,12 @@ def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], ra: RunAnalysis, drop
 
 def run_card_of(doc: dict, ra: RunAnalysis) -> str:
     """The "Run" card at the foot of the page: the targets and their servers, then the run's facts."""
-    return _run_card(doc, labels_of(ra), ra.adaptive, ra.confidence, list(ra.workloads))
+    return run_card(doc, labels_of(ra), ra.adaptive, ra.confidence, list(ra.workloads))
 
 
-def run_card(doc: dict, res: dict) -> str:
-    """:func:`run_card_of` for the open-loop page, whose ``res`` is a dict of the facts the card needs
-    (``baseline``, ``spec``, ``targets``, ``confidence``, ``workloads``; rates.py)."""
-    labels = list(res.get("targets") or [])
-    labels += [x for x in (res["baseline"], res["spec"]) if x not in labels]
-    return _run_card(doc, labels, list(res.get("adaptive") or []), res["confidence"], list(res["workloads"]))
-
-
-def _run_card(doc: dict, labels: list[str], adaptive_labels: list[str], confidence: float,
-              workloads: list[str]) -> str:
+def run_card(doc: dict, labels: list[str], adaptive_labels: list[str], confidence: float,
+             workloads: list[str]) -> str:
+    """The "Run" card of the configurations ``labels`` (the reference first) of any axis."""
     run = doc.get("run", {})
     srv = servers(doc)
     colours = palette(labels) if len(labels) > 2 else {}  # three or more: each with its colour and role

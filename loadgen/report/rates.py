@@ -25,6 +25,7 @@ from html import escape
 from pathlib import Path
 
 from loadgen import __version__
+from loadgen.analysis.compare import configurations
 from loadgen.analysis.rates import fmt_rate
 from loadgen.report.cards import run_card, wall_time
 from loadgen.report.charts import (CROSS_COLOUR, FAIL_COLOUR, TIE_COLOUR, WARN_COLOUR, Chart, Series, Span, VLine,
@@ -33,6 +34,7 @@ from loadgen.report.charts import png as png_file
 from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
 from loadgen.report.palette import palette, swatch
+from loadgen.report.speculation import timeline_part
 from loadgen.report.templates import fragment, read
 from loadgen.report.words import capitalised, slug, verdict_kind, without_metric
 
@@ -317,8 +319,10 @@ def _lead(res: dict, wl: str) -> str:
 # --------------------------------------------------------------------------- the page
 
 
-def workload_section(res: dict, wl: str, lag: dict, colours: dict[str, str]) -> tuple[str, str, list[Chart]]:
-    """(nav link, section HTML, charts) of one workload."""
+def workload_section(res: dict, wl: str, lag: dict, colours: dict[str, str], stages: list[dict] = (),
+                     adaptive: list[str] = ()) -> tuple[str, str, list[Chart]]:
+    """(nav link, section HTML, charts) of one workload; ``stages``: the run's, whose speculation timelines
+    (a switching flag's evidence, an adaptive configuration's seconds) close the section when there are any."""
     anchor = "wl-" + slug(wl)
     ttft = latency_chart(res, wl, "TTFT from plan", [("ttft_planned_p50", "p50", False),
                                                      ("ttft_planned_p99", "p99", True)], lag, colours)
@@ -333,8 +337,14 @@ def workload_section(res: dict, wl: str, lag: dict, colours: dict[str, str]) -> 
         anchor=anchor, title=escape("all workloads together" if wl == "all" else wl), lead=escape(_lead(res, wl)),
         ttft=figure(ttft), tpot=figure(tpot), e2e=figure(e2e), achieved=figure(ach),
         table=point_table(res, wl, lag, colours), saturation=sat, metrics=metrics, compared=compared,
-        capacity=capacity_html(res, wl, colours, margin))
+        capacity=capacity_html(res, wl, colours, margin),
+        timeline=_timeline([d for d in stages if wl == "all" or wl in (d.get("workloads") or {})], adaptive))
     return f'<a href="#{anchor}">{escape(wl)}</a>', html, [ttft, tpot, e2e, ach] + ([margin] if margin else [])
+
+
+def _timeline(stages: list[dict], adaptive: list[str]) -> str:
+    part = timeline_part(stages, list(adaptive))
+    return f"<h3>What speculation did, second by second</h3>{part}" if part else ""
 
 
 def offered_facts(doc: dict) -> list[tuple[str, str]]:
@@ -392,7 +402,8 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
     colours = palette(labels)
     lag = _lag_reasons(doc)
     wls = [w for w in res["points"] if w != "all"] + (["all"] if "all" in res["points"] else [])
-    parts = [workload_section(res, wl, lag, colours) for wl in wls]
+    adaptive = configurations(doc)[1]
+    parts = [workload_section(res, wl, lag, colours, doc.get("stages") or [], adaptive) for wl in wls]
     tops = [(wl, _lead(res, wl)) for wl in wls]
     top = escape(tops[0][1]) if len(tops) == 1 else "Open-loop run of " + escape(", ".join(wls)) + "."
     lines = ("<ul>" + "".join(f"<li><b>{escape(wl)}</b>: {escape(t)}</li>" for wl, t in tops) + "</ul>"
@@ -403,8 +414,6 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
     facts = " · ".join(x for x in (who, "workloads " + ", ".join(wls),
                                    f"simulator {(run.get('simulator') or {}).get('profile', '')}".strip()
                                    if run.get("simulator") else "") if x)
-    shim = {"baseline": res["reference"], "spec": (res["candidates"] or [res["reference"]])[0], "targets": labels,
-            "confidence": res["confidence"], "workloads": {wl: {} for wl in wls}}
     heading = title or "loadgen report (open loop)"
     html = read("rates-page.html").format(
         title=escape(heading), css=read("report.css"), js=read("report.js"), heading=escape(heading),
@@ -416,7 +425,7 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
                        "client sent late, or a server's queue, counts against the server as a user would see it; "
                        "dispatch lag (sent − planned) is its own figure and flag."),
         flags=flags_card(res, doc, lag, dropped or []), nav="".join(n for n, _, _ in parts),
-        sections="".join("\n" + h for _, h, _ in parts), meta=run_card(doc, shim),
+        sections="".join("\n" + h for _, h, _ in parts), meta=run_card(doc, labels, adaptive, res["confidence"], wls),
         generated=escape(f"report by loadgen {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"))
     return RatePage(html, {wl: c for wl, (_, _, c) in zip(wls, parts)})
 

@@ -53,6 +53,8 @@ def test_every_rate_holds_the_adaptive_mode_against_the_envelope_of_the_fixed_on
 
 def test_the_simulators_own_gap_on_this_schedule_lies_in_the_reported_interval(bursty):
     r, p, html = bursty
+    assert "candidate, adapts on its own" in html  # the page's run card knows the adaptive configuration
+    assert "What speculation did, second by second" in html  # the adaptive stages' seconds, as on a C ladder's page
     for name in ("e2e_planned_mean", "tpot_p50"):
         truth = r["configs"]["chat"][name]["simulator_truth"]
         assert [t["rate"] for t in truth] == _compared(r)
