@@ -32,10 +32,9 @@ from loadgen.analysis.coverage import (
     coverage,
     cut_words,
     fmt_cs,
-    not_comparable,
     planned_stages,
     run_cut_words,
-    sim_starved,
+    why_unusable,
     window_whole,
 )
 from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs, batch_sentence, excluded_words, policy_sentence
@@ -228,13 +227,13 @@ def slice_timeline(s: dict, wl: str, scheds: list[PhaseSchedule]) -> dict:
 
 
 def _slices(doc: dict) -> dict[tuple[str, str, int], list[tuple[int, dict]]]:
-    """(target, workload, C) → (pass, timeline) of every stage slice measured there (not those whose every
-    request failed: :func:`all_failed`); the pass is the stage's ``repeat`` (0 in a run without repeats). A
+    """(target, workload, C) → (pass, timeline) of every stage slice measured there (not those that did not
+    measure their load: :func:`coverage.why_unusable`); the pass is the stage's ``repeat`` (0 in a run without repeats). A
     phase's slice holds only its phase's bins (:func:`slice_timeline`)."""
     out: dict[tuple[str, str, int], list[tuple[int, dict]]] = {}
     scheds = run_schedules(doc)
     for s in doc.get("stages", []):
-        if not window_whole(s) or all_failed(s) or sim_starved(s) or not_comparable(s):
+        if why_unusable(s):
             continue
         r = int(s.get("repeat") or 0)
         for wl in s.get("workloads", {}):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from loadgen.analysis.coverage import not_comparable
+from loadgen.analysis.coverage import why_unusable
 
 from tests.cli.runner import free_port, in_process, nothing_listens
 
@@ -205,7 +205,7 @@ def test_from_a_cut_run_says_what_was_not_compared(cli, two, tmp_path):
     assert res["coverage"]["code"]["status"] == "not compared" and res["workloads"]["code"] == {}
     assert not any(m["everywhere"] for m in res["workloads"]["chat"].values())
     caveat = res["workloads"]["chat"]["output_tokens_per_s"]["caveat"]
-    if any(not_comparable(s) for s in doc["stages"] if s["concurrency"] == 4 and "chat" in s["workloads"]):
+    if any(why_unusable(s) for s in doc["stages"] if s["concurrency"] == 4 and "chat" in s["workloads"]):
         # a busy host (real vLLM beside it): the simulator ran 2 of the 4 at once in chat's C=4 window
         assert caveat.startswith("Measured C=1 of the planned C=1–16; not compared: C=4 (") and \
             "C=16 (not run)" in caveat, caveat
