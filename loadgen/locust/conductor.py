@@ -61,6 +61,9 @@ START_LEAD_S = 1.0
 """Distributed stages start this long after the plan is sent: time for workers to warm their pools."""
 SPAWN_S = 0.5
 """Locust spawns a stage's users within this long; they start together after it (START_LEAD_S when distributed)."""
+READY_WAIT_S = 10.0
+"""How long a connected worker may take to say its loadgen handlers are ready (it reports at once, then every
+3 s) before stages go on without it."""
 REPORT_GRACE_S = 30.0
 """How long after a stage should have ended a silent worker is given before it counts as lost."""
 
@@ -177,7 +180,13 @@ class Conductor:
         self.aborted = False
         self._last_workers: tuple[str, ...] = ()
         self._nudge = False
-        self._waiting_logged = False
+        self._waiting_logged = ""
+        self._ready: set[str] = set()
+        """Workers whose loadgen handlers are registered (distributed.READY_KEY)."""
+        self._unready_since: dict[str, float] = {}
+        self._given_up: set[str] = set()
+        self._next_notes: list[str] = []
+        """Said in the next stage begun: the start-over of the one it repeats, and why."""
         self.refresh = None
         """cfg → cfg: the options as they are now, for a new run started from the web UI."""
         self.probed: dict[str, dict] = {}
@@ -326,13 +335,9 @@ class Conductor:
                         lambda: executor.scrape_closed(plan.key))
             executor.begin(plan, 0, 1)
         else:
-            workers = self._live_workers()
+            workers = self._ready_workers(plan)
             if not workers:
-                if not self._waiting_logged:
-                    log.warning("loadgen: no workers connected; waiting for workers before stage %d", plan.index + 1)
-                    self._waiting_logged = True
                 return False
-            self._waiting_logged = False
             reset = self._reset(plan)
             plan.shares = {w: i for i, w in enumerate(workers)}
             plan.start_at_ns = time.perf_counter_ns() + int(START_LEAD_S * 1e9)
@@ -341,6 +346,7 @@ class Conductor:
             self._last_workers = tuple(workers)
             self.cur = _Running(plan, dict(plan.shares))
             self.cur.reset = reset
+            self.cur.notes, self._next_notes = self._next_notes, []
             # workers on this host start at start_at_ns and open their window a fixed warm-up later
             spec = plan.spec()
             ws = plan.start_at_ns + int(spec.warmup_s * 1e9)
@@ -385,9 +391,10 @@ class Conductor:
                     why)
         if cur.server is not None:
             cur.server.abort()
+        self._broadcast("loadgen_abort", {"key": cur.plan.key})
         self.cur = None
-        if self._begin(plan):  # its loadgen_stage message makes each worker drop the old attempt (Executor.begin)
-            self.cur.notes = cur.notes + [why]
+        self.plans[self.pos] = plan  # begun again once every worker, the new one too, is ready (tick)
+        self._next_notes = cur.notes + [why]
 
     def _probed(self, plan: StagePlan) -> dict:
         if plan.label not in self.probed:
@@ -404,9 +411,37 @@ class Conductor:
                                           on_closed)
 
     def _broadcast(self, kind: str, data: dict) -> None:
+        """To every worker whose loadgen handlers are registered (to another, Locust logs an unknown message)."""
         runner = self.env.runner
         for w in list(runner.clients.keys()):
-            runner.send_message(kind, data, client_id=w)
+            if w in self._ready:
+                runner.send_message(kind, data, client_id=w)
+
+    def ready(self, worker: str) -> None:
+        self._ready.add(worker)
+
+    def _ready_workers(self, plan: StagePlan) -> list[str]:
+        """The workers a stage is shared among, [] while it must wait: none connected, or one connected whose
+        loadgen handlers are not yet registered (its stage message would be dropped, and Locust has given it
+        users already). One still not ready after READY_WAIT_S is named and left out."""
+        workers = self._live_workers()
+        now = time.monotonic()
+        waiting = [w for w in workers if w not in self._ready
+                   and now - self._unready_since.setdefault(w, now) < READY_WAIT_S]
+        said = (f"no workers connected; waiting for workers before stage {plan.index + 1}" if not workers else
+                f"waiting for {', '.join(map(self._worker_name, waiting))} to load loadgen before stage "
+                f"{plan.index + 1}" if waiting else "")
+        if said and said != self._waiting_logged:
+            (log.warning if not workers else log.info)("loadgen: %s", said)
+        self._waiting_logged = said
+        if said:
+            return []
+        for w in workers:
+            if w not in self._ready and w not in self._given_up:
+                self._given_up.add(w)
+                log.error("loadgen: %s connected but sent no loadgen report in %g s (is its locustfile "
+                          "scenarios/ramp.py?); it gets no share of the stages", self._worker_name(w), READY_WAIT_S)
+        return [w for w in workers if w in self._ready]
 
     def _live_workers(self) -> list[str]:
         from locust.runners import STATE_MISSING

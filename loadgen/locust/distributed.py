@@ -29,6 +29,13 @@ STAGE_MSG = "loadgen_stage"
 ABORT_MSG = "loadgen_abort"
 SCRAPED_MSG = "loadgen_scraped"
 """The master read the server after the window: the workers' users need not be held for it any longer."""
+READY_KEY = "loadgen_ready"
+"""In every worker report: the worker's handlers are registered, and the master gives a stage share only to
+workers that said so. Locust fires ``init`` (where they are registered) after the worker has connected and said
+ready to Locust: measured, a worker joining a running stage got its ``loadgen_stage`` message 163 ms after
+connecting, before its handler existed ("Unknown message type received"), ran no request of it, and the master
+waited on its share for 90 s. A report, not a custom message: the master may not have registered its own
+handlers yet either (it starts the simulators first), and a lost report is followed by the next one 3 s later."""
 MASTER_TIMEOUT_S = float(os.environ.get("LOADGEN_MASTER_TIMEOUT_S", "10"))
 """A worker that hears no heartbeat from its master for this long quits (Locust's own MASTER_HEARTBEAT_TIMEOUT is
 60 s: measured, workers whose master was SIGKILLed mid-stage exited 60.6 s later, their users streaming against
@@ -59,6 +66,7 @@ def setup_worker(environment, runner) -> Executor:
     environment.loadgen_executor = ex
 
     def on_report(client_id, data, **kw) -> None:
+        data[READY_KEY] = True
         if outbox:
             data[REPORT_KEY] = list(outbox)
             outbox.clear()
@@ -85,11 +93,14 @@ def setup_worker(environment, runner) -> Executor:
     runner.register_message(STAGE_MSG, on_stage)
     runner.register_message(ABORT_MSG, on_abort)
     runner.register_message(SCRAPED_MSG, on_scraped)
+    gevent.spawn(send_now)  # READY_KEY now, after the handlers: the master's next message finds them
     return ex
 
 
 def setup_master(environment, conductor) -> None:
     def on_worker_report(client_id, data, **kw) -> None:
+        if data.get(READY_KEY):
+            conductor.ready(client_id)
         for item in data.get(REPORT_KEY, ()):
             item.setdefault("worker", client_id)
             conductor.add_part(item)

@@ -22,9 +22,28 @@ def _master(tmp_path, expect: int, *args):
     return master, port
 
 
-def _worker(tmp_path, port: int, name: str):
-    return start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), cwd=tmp_path,
+def _worker(tmp_path, port: int, name: str, *args: str):
+    return start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *args, cwd=tmp_path,
                         log=tmp_path / f"{name}.log")
+
+
+SLOW_INIT = """
+import gevent
+from locust import events
+from locust.runners import WorkerRunner
+
+
+@events.init.add_listener
+def _slow(environment, runner=None, **kw):
+    # a busy host's worker: connected to the master (Locust gives it users), loadgen's handlers not yet there
+    if isinstance(runner, WorkerRunner):
+        gevent.sleep(3)
+
+
+from loadgen.locust import LLMUser, RampShape, install  # noqa: E402,F401
+
+install()
+"""
 
 
 def _log(tmp_path, name="master.log") -> str:
@@ -87,9 +106,12 @@ def test_late_worker_starts_the_running_stage_over_and_its_part_merges(live, tmp
     master, port = _master(tmp_path, 1, "--ladder", "2", *SHORT, "--duration", "3s", "--out", str(out),
                            "--keep-parts")
     workers = [_worker(tmp_path, port, "worker0")]
+    (tmp_path / "slow_init.py").write_text(SLOW_INIT)
     try:
         wait_for(lambda: "stage 1/2: baseline C=2" in _log(tmp_path), 60, "stage 1")
-        workers.append(_worker(tmp_path, port, "worker1"))
+        # its handlers come 3 s after it connected: the stage is begun again only once they are there (a
+        # cold suite's worker that got the stage message 163 ms after connecting, before them, ran none of it)
+        workers.append(_worker(tmp_path, port, "worker1", "-f", str(tmp_path / "slow_init.py")))
         rc = master.wait(90)
     finally:
         for p in (master, *workers):
@@ -101,6 +123,7 @@ def test_late_worker_starts_the_running_stage_over_and_its_part_merges(live, tmp
     # It joined before stage 1's window closed: Locust moved one of the two users to it at once, so stage 1
     # started over on both workers (said in the log and the stage), and both stages ran one user on each.
     assert "joined before its window closed" in log, log[-3000:]
+    assert "waiting for worker 1 (" in log and "Unknown message type" not in _log(tmp_path, "worker1.log")
     assert any(n.startswith("started over: worker 1 (") for n in stages[0]["notes"]), stages[0]["notes"]
     for s in stages:
         parts = _parts(out, s["stage_index"])
