@@ -2,9 +2,9 @@
 
 In: a run document (run.json's dict), its results folder, the confidence and (open loop) the SLOs asked.
 Out: :func:`axis_of`, the one test of a run's axis that every front and page asks (``"rate"``: an open loop,
-a stage with a rate or an open_loop block; else ``"concurrency"``); :func:`analyse`, the analysis's JSON form
-(crossover.json's dict on the concurrency axis, rates.json's on the rate axis) with the embedded simulators'
-own answers added (loadgen.analysis.truth), and the lines saying what the simulator could not recompute;
+a stage with a rate or an open_loop block; else ``"concurrency"``); :func:`analyse`, the analysis (a typed
+RunAnalysis on the concurrency axis, a RateAnalysis on the rate axis) with the embedded simulators' own
+answers in it (loadgen.analysis.truth), and the lines saying what the simulator could not recompute;
 :func:`load`, the file when it is fresh, else the analysis made again and written; :func:`write`, the one
 writer of both files.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -22,6 +23,9 @@ from loadgen.errors import LoadgenError
 CONCURRENCY = "concurrency"
 RATE = "rate"
 FILES = {CONCURRENCY: "crossover.json", RATE: "rates.json"}
+SCHEMA = "loadgen.answer/2"
+"""The files' form; one without it (the simulator's truth as sim.known's dataclasses, before
+analysis.results.Checked) is made again from run.json, as a stale one is."""
 DEFAULT_CONFIDENCE = 0.90
 
 _FRESH_KEYS = {
@@ -34,15 +38,20 @@ _FRESH_KEYS = {
 
 @dataclass
 class Answer:
-    """The analysis of one run as its file holds it, and what the simulator's truth could not cover."""
+    """The analysis of one run, and what the simulator's truth could not cover. ``result``: a RunAnalysis on
+    the concurrency axis, a RateAnalysis on the rate axis."""
 
     axis: str
-    result: dict
+    result: Any
     notes: list[str] = field(default_factory=list)
 
     @property
     def file(self) -> str:
         return FILES[self.axis]
+
+    def to_dict(self) -> dict:
+        """The file's JSON form."""
+        return {**self.result.to_dict(), "schema": SCHEMA}
 
 
 def axis_of(doc: dict, out: Path | None = None) -> str:
@@ -58,18 +67,18 @@ def analyse(doc: dict, *, confidence: float = DEFAULT_CONFIDENCE, slos: list | N
             truth: bool = True) -> Answer:
     """The run's analysis on its axis (``slos``: the capacity's, rate axis only; None: those its command line
     asked), with the simulator's own answers unless ``truth`` is False."""
-    from loadgen.analysis.compare import analyze_run, configurations
+    from loadgen.analysis.compare import configurations, run_analysis
     from loadgen.analysis.rates import rate_analysis
     from loadgen.analysis.truth import add_truth
 
     axis = axis_of(doc)
     if axis == RATE:
         labels, adaptive = configurations(doc)
-        d = rate_analysis(doc, labels, confidence=confidence, slos=slos_asked(doc) if slos is None else slos,
-                          seed=doc.get("run", {}).get("seed", 0), adaptive=adaptive).to_dict()
+        result = rate_analysis(doc, labels, confidence=confidence, slos=slos_asked(doc) if slos is None else slos,
+                               seed=doc.get("run", {}).get("seed", 0), adaptive=adaptive)
     else:
-        d = analyze_run(doc, confidence=confidence)
-    return Answer(axis, d, add_truth(d, doc) if truth else [])
+        result = run_analysis(doc, confidence=confidence)
+    return Answer(axis, result, add_truth(result, doc) if truth else [])
 
 
 def slos_asked(doc: dict) -> list:
@@ -86,18 +95,26 @@ def slos_asked(doc: dict) -> list:
         return []
 
 
+def _typed(axis: str, d: dict):
+    from loadgen.analysis.compare import RunAnalysis
+    from loadgen.analysis.rates import RateAnalysis
+
+    return (RateAnalysis if axis == RATE else RunAnalysis).from_dict(d)
+
+
 def write(out: Path, answer: Answer) -> Path:
     """``out/crossover.json`` or ``out/rates.json``, secrets redacted, replaced whole (never half written)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / answer.file
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(redact.document(answer.result), option=orjson.OPT_INDENT_2))
+    tmp.write_bytes(orjson.dumps(redact.document(answer.to_dict()), option=orjson.OPT_INDENT_2))
     tmp.replace(path)
     return path
 
 
-def _fresh(path: Path, run_path: Path, axis: str, doc: dict) -> dict | None:
-    """The file's analysis when it is one of this axis, no older than run.json and for the run's configurations."""
+def _previous(path: Path, run_path: Path, axis: str, doc: dict) -> dict | None:
+    """The file's analysis when it is one of this axis and for the run's configurations, ``_stale`` when it is
+    older than run.json or of another form (:data:`SCHEMA`)."""
     from loadgen.analysis.compare import roles
 
     try:
@@ -110,7 +127,8 @@ def _fresh(path: Path, run_path: Path, axis: str, doc: dict) -> dict | None:
         return None
     if axis == CONCURRENCY and (d["baseline"], d["spec"]) != roles(doc):
         return None
-    d["_stale"] = run_path.exists() and path.stat().st_mtime < run_path.stat().st_mtime
+    # of another form, or older than the stages: its level and SLOs are kept, its analysis made again
+    d["_stale"] = d.get("schema") != SCHEMA or (run_path.exists() and path.stat().st_mtime < run_path.stat().st_mtime)
     return d
 
 
@@ -119,11 +137,11 @@ def load(out: Path, doc: dict, *, confidence: float | None = None, force: bool =
     asked, else the old file's, and (rate axis) with the SLOs the old file had, else those the command line gave."""
     axis = axis_of(doc, out)
     path = out / FILES[axis]
-    old = _fresh(path, out / "run.json", axis, doc) if path.exists() else None
+    old = _previous(path, out / "run.json", axis, doc) if path.exists() else None
     stale = old.pop("_stale") if old is not None else True
     if old is not None and not force and not stale and (confidence is None or
                                                          abs(old["confidence"] - confidence) < 1e-9):
-        return Answer(axis, old)
+        return Answer(axis, _typed(axis, old))
     slos = None
     if axis == RATE and old and old.get("slos"):
         from loadgen.analysis.rates import SloTerm

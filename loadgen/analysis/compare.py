@@ -41,6 +41,7 @@ from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs
 from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
 from loadgen.analysis.engineterms import Translation, translate
 from loadgen.analysis.repeats import PassSpread, pass_spread
+from loadgen.analysis.results import Checked
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
@@ -249,11 +250,7 @@ def workloads_of(doc: dict) -> list[str]:
 
 @dataclass
 class MetricResult:
-    """One metric of one workload in crossover.json: its analysis and its verdict in words.
-
-    ``extra``: keys added after the analysis (the simulator's own crossover, ``simulator_truth``),
-    kept through a reload.
-    """
+    """One metric of one workload in crossover.json: its analysis and its verdict in words."""
 
     label: str
     unit: str
@@ -265,24 +262,26 @@ class MetricResult:
     finding: str = ""
     """The verdict's finding alone, without what it rests on or the detail (the terminal's line for a metric
     that leans against the deciding one)."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    simulator_truth: list[Checked] = field(default_factory=list)
+    """On the embedded simulators: beside each reported crossover, the simulator's own (analysis/truth.py)."""
     passes: PassSpread | None = None
     """A run with --repeat: each stage's figure per pass, its CV, each pass's own difference (analysis/repeats.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         d = {"label": self.label, "unit": self.unit, "analysis": self.analysis.to_dict(),
              "recommendation": self.recommendation, "verdict": self.verdict, "caveat": self.caveat,
-             "everywhere": self.everywhere, "finding": self.finding, **self.extra}
+             "everywhere": self.everywhere, "finding": self.finding}
+        if self.simulator_truth:
+            d["simulator_truth"] = [k.to_dict() for k in self.simulator_truth]
         if self.passes is not None:
             d["passes"] = self.passes.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetricResult":
-        known = ("label", "unit", "analysis", "recommendation", "verdict", "caveat", "everywhere", "finding", "passes")
         return cls(d["label"], d["unit"], MetricAnalysis.from_dict(d["analysis"]), d.get("recommendation", ""),
                    d.get("verdict", ""), d.get("caveat", ""), d.get("everywhere", False), d.get("finding", ""),
-                   {k: v for k, v in d.items() if k not in known},
+                   [Checked.from_dict(k) for k in d.get("simulator_truth") or []],
                    PassSpread.from_dict(d["passes"]) if d.get("passes") else None)
 
 

@@ -34,6 +34,7 @@ from loadgen.analysis.results import (
     DEFAULT_MARGIN,
     BASELINE,
     SPEC,
+    Checked,
     MetricAnalysis,
     StageComparison,
     StageSamples,
@@ -163,11 +164,12 @@ class ConfigsResult:
     """label → why it is not compared (no stage with enough windows for this metric)."""
     unmeasured: dict[str, str] = field(default_factory=dict)
     """label → the stages it has no figures for and why (every request failed there), the rest compared."""
-    simulator_truth: list[dict] = field(default_factory=list)
-    """On the embedded simulators: each switch against the simulator's own (sim.known.known_switches)."""
-    gap_truth: list[dict] = field(default_factory=list)
+    simulator_truth: list[Checked] = field(default_factory=list)
+    """On the embedded simulators (analysis/truth.py): each switch of the policy against the simulator's own; on
+    the rate axis each adaptive configuration's gap to the envelope at each rate."""
+    gap_truth: list[Checked] = field(default_factory=list)
     """On the embedded simulators: each adaptive configuration's gap to the envelope at each C beside the
-    simulator's own (sim.known.known_gaps, as dicts), added by loadgen crossover with simulator_truth."""
+    simulator's own."""
 
     def pair(self, a: str, b: str) -> tuple[PairResult, bool] | None:
         """The pair of ``a`` and ``b`` and whether it is stored the other way round (b, a)."""
@@ -200,6 +202,8 @@ class ConfigsResult:
         d["policy"] = [PolicyStep(**{**_known(PolicyStep, p), "measured": tuple(p["measured"]),
                                      "switch": Switch(**_known(Switch, p["switch"])) if p.get("switch") else None})
                        for p in d.get("policy", [])]
+        for key in ("simulator_truth", "gap_truth"):
+            d[key] = [Checked.from_dict(k) for k in d.get(key) or []]
         return cls(**d)
 
 

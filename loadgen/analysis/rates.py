@@ -36,7 +36,7 @@ from loadgen.analysis.compare import METRICS, CrossoverMetric, window_whole
 from loadgen.analysis.configs import ConfigsResult, analyze_configs, envelope_word
 from loadgen.analysis.coverage import sim_starved
 from loadgen.analysis.crossover import StageSamples, analyze
-from loadgen.analysis.results import BASELINE_TO_SPEC
+from loadgen.analysis.results import BASELINE_TO_SPEC, Checked, MetricAnalysis, _known
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
 from loadgen.stage.saturation import Saturation, saturation
@@ -140,6 +140,10 @@ class RatePoint:
     running_mean: float | None = None
     queued_mean: float | None = None
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "RatePoint":
+        return cls(**_known(cls, d))
+
 
 @dataclass
 class Saturates:
@@ -150,6 +154,18 @@ class Saturates:
     kept: float | None
     at: float | None
     why: str = ""
+    truth: float | None = None
+    """On the embedded simulators: the simulator's own saturation rate (analysis/truth.py)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self) | {"words": self.words}
+        if self.truth is None:
+            del d["truth"]  # computed on the embedded simulators only
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Saturates":
+        return cls(**_known(cls, d))
 
     @property
     def words(self) -> str:
@@ -168,9 +184,69 @@ class Capacity:
     estimate: float | None
     ci_low: float | None
     ci_high: float | None
-    measured: list[dict] = field(default_factory=list)
-    """Per rate: {"rate", "margin", "low", "high", "worst"}: log(value/limit) of the worst SLO and its band."""
+    measured: list[MarginAt] = field(default_factory=list)
+    """Per rate measured, the worst SLO's margin and its band."""
     words: str = ""
+    simulator_truth: Checked | None = None
+    """On the embedded simulators: the simulator's own capacity (``true``), ✓ within ±15 % of the estimate."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["simulator_truth"] = self.simulator_truth.to_dict() if self.simulator_truth else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Capacity":
+        d = _known(cls, d)
+        d["measured"] = [MarginAt.from_dict(m) for m in d.get("measured") or []]
+        d["simulator_truth"] = Checked.from_dict(d["simulator_truth"]) if d.get("simulator_truth") else None
+        return cls(**d)
+
+
+@dataclass
+class MarginAt:
+    """One stage of a capacity search: log(value / limit) of its worst SLO (``worst``: that SLO, or "saturated"),
+    with its band; infinite (None in rates.json) where the stage saturated."""
+
+    rate: float
+    margin: float | None
+    low: float | None
+    high: float | None
+    worst: str
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MarginAt":
+        return cls(**_known(cls, d))
+
+
+@dataclass
+class RateMetric:
+    """One metric of one candidate against the reference along the rate axis: its analysis and sentence."""
+
+    label: str
+    unit: str
+    analysis: MetricAnalysis
+    sentence: str
+    simulator_truth: list[Checked] = field(default_factory=list)
+    """On the embedded simulators: beside each reported crossover, the simulator's own (analysis/truth.py)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "unit": self.unit, "analysis": self.analysis.to_dict(), "sentence": self.sentence,
+                "simulator_truth": [k.to_dict() for k in self.simulator_truth]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RateMetric":
+        return cls(d["label"], d["unit"], MetricAnalysis.from_dict(d["analysis"]), d.get("sentence", ""),
+                   [Checked.from_dict(k) for k in d.get("simulator_truth") or []])
+
+
+@dataclass
+class LeftOut:
+    """A stage no comparison or capacity uses, and why."""
+
+    target: str
+    rate: float
+    why: str
 
 
 @dataclass
@@ -182,30 +258,61 @@ class RateAnalysis:
     points: dict[str, list[RatePoint]] = field(default_factory=dict)
     """Per workload."""
     saturation: dict[str, dict[str, Saturates]] = field(default_factory=dict)
-    metrics: dict[str, dict[str, dict]] = field(default_factory=dict)
-    """Per workload and candidate-vs-reference pair ("spec"), per metric: {"label", "analysis", "sentence"}."""
+    metrics: dict[str, dict[str, dict[str, RateMetric]]] = field(default_factory=dict)
+    """Per workload and candidate (against the reference), per metric."""
     capacity: dict[str, dict[str, Capacity]] = field(default_factory=dict)
     capacity_sentence: dict[str, str] = field(default_factory=dict)
-    left_out: dict[str, list[dict]] = field(default_factory=dict)
-    """Per workload, the stages no comparison or capacity uses: {"target", "rate", "why"}."""
+    left_out: dict[str, list[LeftOut]] = field(default_factory=dict)
+    """Per workload, the stages no comparison or capacity uses."""
     configs: dict[str, dict[str, ConfigsResult]] = field(default_factory=dict)
     """Per workload and metric (:data:`ENVELOPE_METRICS`), with three or more configurations: all of them at
     once along the rate axis (the envelope of the fixed ones, each adaptive one's gap to it, joint intervals)."""
     adaptive_sentences: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """Per workload, adaptive configuration and metric: a sentence of its gap to the envelope by rate."""
+    simulator_truth_error: str = ""
+    """On the embedded simulators: why their own answers could not be computed ("" when they were, or no
+    simulator ran)."""
+
+    @property
+    def labels(self) -> list[str]:
+        """Every configuration, the reference first, then any target a point has that the roles do not name."""
+        out = [self.reference, *self.candidates]
+        out += list(dict.fromkeys(p.target for ps in self.points.values() for p in ps if p.target not in out))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"axis": "rate", "reference": self.reference, "candidates": list(self.candidates),
-                "confidence": self.confidence, "slos": [asdict(s) | {"text": s.text} for s in self.slos],
-                "points": {wl: [asdict(p) for p in ps] for wl, ps in self.points.items()},
-                "saturation": {wl: {t: asdict(s) | {"words": s.words} for t, s in per.items()}
-                               for wl, per in self.saturation.items()},
-                "metrics": self.metrics,
-                "capacity": {wl: {t: asdict(c) for t, c in per.items()} for wl, per in self.capacity.items()},
-                "capacity_sentence": dict(self.capacity_sentence),
-                "left_out": {wl: list(x) for wl, x in self.left_out.items()},
-                "configs": {wl: {m: r.to_dict() for m, r in per.items()} for wl, per in self.configs.items()},
-                "adaptive_sentences": self.adaptive_sentences}
+        d = {"axis": "rate", "reference": self.reference, "candidates": list(self.candidates),
+             "confidence": self.confidence, "slos": [asdict(s) | {"text": s.text} for s in self.slos],
+             "points": {wl: [asdict(p) for p in ps] for wl, ps in self.points.items()},
+             "saturation": {wl: {t: s.to_dict() for t, s in per.items()} for wl, per in self.saturation.items()},
+             "metrics": {wl: {c: {n: m.to_dict() for n, m in per.items()} for c, per in by.items()}
+                         for wl, by in self.metrics.items()},
+             "capacity": {wl: {t: c.to_dict() for t, c in per.items()} for wl, per in self.capacity.items()},
+             "capacity_sentence": dict(self.capacity_sentence),
+             "left_out": {wl: [asdict(x) for x in xs] for wl, xs in self.left_out.items()},
+             "configs": {wl: {m: r.to_dict() for m, r in per.items()} for wl, per in self.configs.items()},
+             "adaptive_sentences": self.adaptive_sentences}
+        if self.simulator_truth_error:
+            d["simulator_truth_error"] = self.simulator_truth_error
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RateAnalysis":
+        return cls(d["reference"], list(d["candidates"]), d["confidence"],
+                   [SloTerm(s["key"], float(s["percentile"]), float(s["limit_ms"])) for s in d.get("slos") or []],
+                   {wl: [RatePoint.from_dict(p) for p in ps] for wl, ps in (d.get("points") or {}).items()},
+                   {wl: {t: Saturates.from_dict(x) for t, x in per.items()}
+                    for wl, per in (d.get("saturation") or {}).items()},
+                   {wl: {c: {n: RateMetric.from_dict(m) for n, m in per.items()} for c, per in by.items()}
+                    for wl, by in (d.get("metrics") or {}).items()},
+                   {wl: {t: Capacity.from_dict(c) for t, c in per.items()}
+                    for wl, per in (d.get("capacity") or {}).items()},
+                   dict(d.get("capacity_sentence") or {}),
+                   {wl: [LeftOut(x["target"], float(x["rate"]), x["why"]) for x in xs]
+                    for wl, xs in (d.get("left_out") or {}).items()},
+                   {wl: {m: ConfigsResult.from_dict(r) for m, r in per.items()}
+                    for wl, per in (d.get("configs") or {}).items()},
+                   d.get("adaptive_sentences") or {}, d.get("simulator_truth_error", ""))
 
 
 def _point(s: dict, sat: Saturation) -> RatePoint:
@@ -248,7 +355,7 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
         # measured as run: its window whole and its simulator, if embedded, not starved of CPU
         whole = [s for s in mine if window_whole(s) and not sim_starved(s)]
         usable = [s for s in whole if not (s.get("open_loop") or {}).get("lag_flagged")]
-        out.left_out[wl] = [{"target": s["target"], "rate": float(s["rate"]), "why": _why_left_out(s, sats[id(s)])}
+        out.left_out[wl] = [LeftOut(s["target"], float(s["rate"]), _why_left_out(s, sats[id(s)]))
                             for s in mine if s not in usable]
         # one stage per target and rate, the first measured (a capacity search's stages are one target's)
         first: dict[tuple[str, float], dict] = {}
@@ -274,8 +381,7 @@ def rate_analysis(doc: dict, labels: list[str], *, confidence: float = 0.90, slo
                 a = analyze(name, by[ref], by[cand], confidence=confidence, margin=margin, seed=seed,
                             ladder=[r for r in ladder if r in common] if ladder else None, paired=True,
                             to_stages=True)
-                per[name] = {"label": m.label, "unit": m.unit, "analysis": a.to_dict(),
-                             "sentence": rate_sentence(m.label, a, ref, cand)}
+                per[name] = RateMetric(m.label, m.unit, a, rate_sentence(m.label, a, ref, cand))
             out.metrics.setdefault(wl, {})[cand] = per
         if slos:
             # a lag-flagged stage that saturated all the same is evidence too: its client offered less than
@@ -529,21 +635,23 @@ def capacity(target: str, stages: list[dict], wl: str, slos: list[SloTerm], conf
         return Capacity(target, None, None, None, [], f"{target}: no stage had samples of every SLO")
     rows = [max(m, key=lambda r: r["margin"]) | {"worst": max(m, key=lambda r: r["margin"])["slo"]}
             for m in per_stage]
+    measured = [MarginAt(r["rate"], *(v if math.isfinite(v) else None for v in (r["margin"], r["low"], r["high"])),
+                         r["worst"]) for r in rows]
     ones = [_one([m[k] for m in per_stage]) for k in range(len(slos))]
     lowest, highest = rows[0]["rate"], rows[-1]["rate"]
     if any(how == "below" for *_, how in ones):
         words = f"{target}: fails the SLOs already at the lowest rate measured, {lowest:g} req/s"
-        return Capacity(target, None, None, lowest, rows, words)
+        return Capacity(target, None, None, lowest, measured, words)
     if all(how == "above" for *_, how in ones):
         lo = min(x[1] for x in ones)
         words = f"{target}: meets the SLOs at every rate measured, up to {highest:g} req/s (its capacity is higher)"
-        return Capacity(target, None, lo, None, rows, words)
+        return Capacity(target, None, lo, None, measured, words)
     found = [x for x in ones if x[3] != "above"]
     est = min(x[0] for x in found)
     lo = min(x[1] for x in ones if x[1] is not None)
     hi = min(x[2] for x in found)
     lo, hi = min(lo, est), max(hi, est)
-    return Capacity(target, est, lo, hi, rows, f"{target}: {fmt_rate(est)} req/s ({fmt_rate(lo)}–{fmt_rate(hi)})")
+    return Capacity(target, est, lo, hi, measured, f"{target}: {fmt_rate(est)} req/s ({fmt_rate(lo)}–{fmt_rate(hi)})")
 
 
 def capacity_sentence(caps: dict[str, Capacity], slos: list[SloTerm], ref: str, cands: list[str]) -> str:

@@ -237,3 +237,31 @@ class MetricAnalysis:
         d["crossovers"] = [Crossover.from_dict(x) for x in d.get("crossovers", [])]
         d["candidates"] = [Crossover.from_dict(x) for x in d.get("candidates", [])]
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One of the embedded simulator's own answers beside the one the analysis reported (loadgen.analysis.truth):
+    a crossover, a switch of the policy, an adaptive configuration's gap to the envelope, each on either axis.
+    ``mark``: ✓ (inside the reported interval), ≈ (within the practical margin of it), ✗ (outside it, or the
+    simulator has no such point: the reported one is a false alarm); ``words``: the sentence the terminal and the
+    page print after the mark."""
+
+    mark: str
+    words: str
+    true: float | None
+    """The simulator's own value (a C, a rate, a relative gap); None where it has none."""
+    covered: bool
+    label: str = ""
+    """The configuration it is about (an adaptive one's gap); "" for the reference against the candidate."""
+    at: float | None = None
+    """The C or the rate it is about (a gap); None for a crossover or a switch."""
+    envelope: str = ""
+    """A gap's: the simulator's best fixed configuration there."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Checked":
+        return cls(**_known(cls, d))

@@ -65,10 +65,9 @@ def rechecked(doc: dict, slos: str, truth_requests: int) -> dict:
     from loadgen.analysis.truth import add_rate_truth
 
     labels, _ = configurations(doc)
-    d = rate_analysis(doc, labels, confidence=0.90, slos=parse_slos(slos),
-                      seed=doc.get("run", {}).get("seed", 0)).to_dict()
-    add_rate_truth(d, doc["run"]["simulator"], doc, requests=truth_requests)
-    return d
+    ra = rate_analysis(doc, labels, confidence=0.90, slos=parse_slos(slos), seed=doc.get("run", {}).get("seed", 0))
+    add_rate_truth(ra, doc["run"]["simulator"], doc, requests=truth_requests)
+    return ra.to_dict()
 
 
 def row_of(seed: int, res: dict, seconds: int | None) -> dict:
@@ -83,10 +82,9 @@ def row_of(seed: int, res: dict, seconds: int | None) -> dict:
         row["crossovers"][name] = [{"estimate": x["estimate"], "ci": [x["ci_low"], x["ci_high"]],
                                     "true": t.get("true"), "covered": t.get("covered")} for x, t in zip(xs, truth)]
     for label, c in res.get("capacity", {}).get("chat", {}).items():
+        true = (c.get("simulator_truth") or {}).get("true")
         row["capacity"][label] = {"estimate": c.get("estimate"), "ci": [c.get("ci_low"), c.get("ci_high")],
-                                  "true": c.get("truth"),
-                                  "err": (c["estimate"] / c["truth"] - 1) if c.get("estimate") and c.get("truth")
-                                  else None}
+                                  "true": true, "err": (c["estimate"] / true - 1) if c.get("estimate") and true else None}
     return row
 
 

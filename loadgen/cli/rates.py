@@ -45,7 +45,7 @@ def search(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
                 sat = res.saturation.get(wl, {}).get(label)
                 nxt = next_rate(cap, [p.rate for p in mine], s.capacity_width,
                                 ceiling=sat.at if sat is not None else None,
-                                used=[r["rate"] for r in cap.measured])
+                                used=[r.rate for r in cap.measured])
                 if nxt is not None:
                     todo.append((label, nxt, wl))
         if not todo:
@@ -62,7 +62,6 @@ def refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
     crossover's interval (it ends at measured rates: loadgen.analysis.locate), widest first, until each
     is within --refine-width or --refine-budget rates are spent. The added rates place crossovers; only
     the ladder's declare them (the simultaneous intervals are the ladder's)."""
-    from loadgen.analysis.crossover import MetricAnalysis
     from loadgen.analysis.refine import refine_rates
 
     budget = s.refine_budget
@@ -72,8 +71,7 @@ def refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
         for wl, per_cand in res.metrics.items():
             for per in per_cand.values():
                 for m in per.values():
-                    a = MetricAnalysis.from_dict(m["analysis"])
-                    todo += [(wl, r) for r in refine_rates(a, s.refine_width, budget) if (wl, r) not in todo]
+                    todo += [(wl, r) for r in refine_rates(m.analysis, s.refine_width, budget) if (wl, r) not in todo]
         todo = todo[:budget]
         if not todo:
             return

@@ -194,8 +194,6 @@ def per_c_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
 def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
     """For each configuration that adapts on its own: how close it comes to the envelope of the others, per C, and
     on the embedded simulators the simulator's own gap there, ✓ where the interval holds it."""
-    from loadgen.sim.known import gap_verdict  # the simulator's modules only when a run has its truth
-
     out = []
     hib = r.higher_is_better
     nd = 1 if unit in ("tok/s", "ms") else 3
@@ -203,7 +201,7 @@ def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
         if x in r.excluded:
             continue
         rows = []
-        truth = {k["concurrency"]: k for k in r.gap_truth if k["label"] == x}
+        truth = {k.at: k for k in r.gap_truth if k.label == x}
         for a in r.at:
             g = a.shortfall.get(x)
             if x not in a.means or g is None:
@@ -212,9 +210,8 @@ def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
             own = ""
             if truth:
                 k = truth.get(a.concurrency)
-                mark, words = gap_verdict(k) if k is not None else ("", "")
-                own = "<td></td>" if k is None else (f'<td class="num" title="{escape(words)}">'
-                                                     f'{k["true"] * 100:+.1f} % {mark}</td>')
+                own = "<td></td>" if k is None else (f'<td class="num" title="{escape(k.words)}">'
+                                                     f'{k.true * 100:+.1f} % {k.mark}</td>')
             rows.append(f'<tr><td class="num">{a.concurrency}</td><td class="num">{a.means[x]:.{nd}f}</td>'
                         f'<td class="num">{a.envelope:.{nd}f} <small>{escape(a.envelope_label)}</small></td>'
                         f'<td class="num">{escape(_gap(g))}</td>{own}<td>{escape(word)}</td></tr>')
@@ -264,12 +261,7 @@ def policy_panel(ra: RunAnalysis, wl: str, name: str, pid: str, view: ServerView
 
 def switch_truth(r: ConfigsResult) -> str:
     """On the embedded simulators: each switch of the policy beside the simulator's own ("" elsewhere)."""
-    if not r.simulator_truth:
-        return ""
-    from loadgen.sim.known import switch_verdict
-
-    return "".join(f'<p class="muted">{mark} {escape(capitalised(text))}.</p>'
-                   for mark, text in map(switch_verdict, r.simulator_truth))
+    return "".join(f'<p class="muted">{k.mark} {escape(capitalised(k.words))}.</p>' for k in r.simulator_truth)
 
 
 def policy_tabs(ra: RunAnalysis, wl: str, anchor: str, view: ServerView | None, colours: dict[str, str],

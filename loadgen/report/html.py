@@ -8,9 +8,8 @@ offline — and ``out_dir/plots/WORKLOAD-throughput.png`` and
 ``WORKLOAD-latency.png`` for CI artifacts. docs/report.md says how to read it. An open-loop
 run (stages with a ``rate``, or a ``rates.json``) gets its page from ``rates.py`` instead.
 
-The analysis is read typed: crossover.json (or the dict a caller hands in) becomes a
-:class:`~loadgen.analysis.compare.RunAnalysis` once, in :func:`render`, and every piece below
-reads its attributes. The page follows the terminal's order (loadgen/report/terminal.py): the
+The analysis is typed: a :class:`~loadgen.analysis.compare.RunAnalysis` (crossover.json read or made by
+loadgen.analysis.answer, or the caller's), and every piece below reads its attributes. The page follows the terminal's order (loadgen/report/terminal.py): the
 decision first (the top card: per workload the deciding metric's finding — output throughput, or
 goodput with SLOs, ``RunAnalysis.decides`` — with its chip; then the flags), then one section per
 workload (decision, why, and the detail collapsed: ``sections.py``), then the run card.
@@ -33,13 +32,14 @@ from loadgen import __version__
 from loadgen.analysis.answer import RATE, axis_of
 from loadgen.analysis.answer import load as load_answer
 from loadgen.analysis.compare import RunAnalysis
+from loadgen.analysis.rates import RateAnalysis
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.report.cards import facts_line, flags_card, run_card_of, wall_time
 from loadgen.report.charts import Chart
 from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
-from loadgen.report.inputs import slices, typed, usable
+from loadgen.report.inputs import slices, usable
 from loadgen.report.palette import labels_of
 from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
@@ -93,20 +93,18 @@ def build(doc: dict, ra: RunAnalysis, dropped: list[str] | None = None, title: s
     return Page(html, {wl: s.charts for wl, s in zip(wls, sections)})
 
 
-def render(out_dir: str | Path, *, doc: dict | None = None, res: dict | RunAnalysis | None = None, png: bool = True,
-           title: str = "") -> Path:
+def render(out_dir: str | Path, *, doc: dict | None = None, res: RunAnalysis | RateAnalysis | None = None,
+           png: bool = True, title: str = "") -> Path:
     """Write ``out_dir/report.html`` (and ``out_dir/plots/*.png`` unless ``png`` is False); return its path.
-    ``res``: the analysis when the caller has it (crossover.json's dict or a RunAnalysis; an open loop's
-    rates.json dict), else it is read or made (:func:`loadgen.analysis.answer.load`)."""
+    ``res``: the analysis when the caller has it, else it is read or made (:func:`loadgen.analysis.answer.load`)."""
     out = Path(out_dir)
     if doc is None:
         doc = load(out / "run.json")
     doc, dropped = usable(doc)
     if not doc["stages"]:
         raise LoadgenError(f"{out / 'run.json'}: no finished stage to report")
-    rate_res = isinstance(res, dict) and res.get("axis") == RATE
-    if axis_of(doc, out) == RATE or rate_res:  # an open loop: its page is rates.py's
-        return rate_page(out, doc, res if rate_res else None, dropped, png=png, title=title)
-    ra = typed(res if res is not None else load_answer(out, doc).result)
+    if isinstance(res, RateAnalysis) or (res is None and axis_of(doc, out) == RATE):  # its page is rates.py's
+        return rate_page(out, doc, res, dropped, png=png, title=title)
+    ra = res if res is not None else load_answer(out, doc).result
     page = build(doc, ra, dropped, title or f"loadgen report: {out.resolve().name}")
     return write_page(out, page.html, page.charts, png)

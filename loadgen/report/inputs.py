@@ -1,24 +1,18 @@
-"""The report's inputs: a run's stages checked and pooled into slices, and its analysis typed.
+"""The report's inputs: a run's stages checked and pooled into slices.
 
-In: a run document (``run.json``, schema ``loadgen.run/1``) and its analysis (crossover.json's dict, as
-:func:`loadgen.analysis.answer.load` reads or makes it).
-Out: :func:`usable` (the document without malformed stages, and why each was left out),
-:func:`typed` (that dict as the :class:`~loadgen.analysis.compare.RunAnalysis` the page reads), :func:`slices`
+In: a run document (``run.json``, schema ``loadgen.run/1``). The analysis comes typed from
+:func:`loadgen.analysis.answer.load`, not from here.
+Out: :func:`usable` (the document without malformed stages, and why each was left out), :func:`slices`
 (workload → target → C → :class:`Slice`, repeated stages pooled, each with its flags; a phase of a
 ``phases:`` workload over its own bins only, as the analysis takes them),
 and :func:`servers` / :func:`max_running` (what the servers said about themselves).
-Everything later in the report reads these, never the raw stage dicts' layout again: the page reads the
-analysis typed (converted once, here), the stages as :class:`Slice` (their figures stay run.json's dicts:
-the measurement's JSON edge).
+Everything later in the report reads these, never the raw stage dicts' layout again: the stages as
+:class:`Slice` (their figures stay run.json's dicts: the measurement's JSON edge).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from loadgen.analysis.compare import RunAnalysis
 
 PRIMARY = "output_tokens_per_s"
 """Output throughput: the stage table's tok/s, and the metric that decides without SLOs (the analysis's
@@ -50,13 +44,6 @@ def usable(doc: dict) -> tuple[dict, list[str]]:
             label = f"{s.get('target', '?')} C={s.get('concurrency', '?')}" if isinstance(s, dict) else f"#{i}"
             dropped.append(f"stage {i} ({label}) left out: {why}")
     return {**doc, "stages": ok}, dropped
-
-
-def typed(res) -> "RunAnalysis":
-    """An analysis as the page reads it: crossover.json's dict converted once (a RunAnalysis is passed through)."""
-    from loadgen.analysis.compare import RunAnalysis
-
-    return res if isinstance(res, RunAnalysis) else RunAnalysis.from_dict(res)
 
 
 def servers(doc: dict) -> dict[str, dict]:

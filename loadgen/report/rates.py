@@ -1,7 +1,7 @@
 """The report of an open-loop (rate) run: one self-contained HTML page against the offered rate.
 
 In: a results folder whose stages are open-loop (each has ``rate`` and ``open_loop``), its run
-document and its rate analysis (``rates.json``, loadgen.analysis.rates.RateAnalysis.to_dict, as
+document and its rate analysis (a :class:`loadgen.analysis.rates.RateAnalysis`, as
 loadgen.analysis.answer.load reads or makes it). Out:
 ``report.html`` (template ``templates/rates-page.html``, one ``rates-workload.html`` per
 workload) and ``plots/WORKLOAD-rates.png`` (+ ``WORKLOAD-capacity.png`` with SLOs).
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from loadgen import __version__
 from loadgen.analysis.compare import configurations
-from loadgen.analysis.rates import fmt_rate
+from loadgen.analysis.rates import RateAnalysis, RatePoint, fmt_rate
 from loadgen.report.cards import run_card, wall_time
 from loadgen.report.charts import (CROSS_COLOUR, FAIL_COLOUR, TIE_COLOUR, WARN_COLOUR, Chart, Series, Span, VLine,
                                    legend_items, svg)
@@ -36,7 +36,7 @@ from loadgen.report.htmltables import chip
 from loadgen.report.palette import palette, swatch
 from loadgen.report.speculation import timeline_part
 from loadgen.report.templates import fragment, read
-from loadgen.report.words import capitalised, slug, verdict_kind, without_metric
+from loadgen.report.words import analysis_kind, capitalised, slug, without_metric
 
 __all__ = ["RatePage", "build", "render"]
 
@@ -49,14 +49,6 @@ class RatePage:
     html: str
     charts: dict[str, list[Chart]]
     """workload → its charts (TTFT, TPOT, E2E, achieved, and the margin chart when there are SLOs)."""
-
-
-def _labels(res: dict) -> list[str]:
-    out = [res["reference"], *res["candidates"]]
-    for p in (p for ps in res["points"].values() for p in ps):
-        if p["target"] not in out:
-            out.append(p["target"])
-    return out
 
 
 def _lag_reasons(doc: dict) -> dict[tuple[str, float], str]:
@@ -80,60 +72,60 @@ def _rate(r: float) -> str:
 # --------------------------------------------------------------------------- charts
 
 
-def _tip(p: dict, text: str, lag: dict) -> str:
-    tip = f"{p['target']} at {_rate(p['rate'])}: {text}"
-    if p["saturated"]:
-        tip += f"\n⚠ saturated: {p['why']}"
-    if p["lag_flagged"]:
-        tip += "\n⚠ " + lag.get((p["target"], p["rate"]), "dispatch lag flagged")
+def _tip(p: RatePoint, text: str, lag: dict) -> str:
+    tip = f"{p.target} at {_rate(p.rate)}: {text}"
+    if p.saturated:
+        tip += f"\n⚠ saturated: {p.why}"
+    if p.lag_flagged:
+        tip += "\n⚠ " + lag.get((p.target, p.rate), "dispatch lag flagged")
     return tip
 
 
-def _flag(p: dict) -> str:
-    return "fail" if p["saturated"] else "warn" if p["lag_flagged"] else ""
+def _flag(p: RatePoint) -> str:
+    return "fail" if p.saturated else "warn" if p.lag_flagged else ""
 
 
-def _by_target(points: list[dict], labels: list[str]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for p in sorted(points, key=lambda p: p["rate"]):
-        out.setdefault(p["target"], []).append(p)
+def _by_target(points: list[RatePoint], labels: list[str]) -> dict[str, list[RatePoint]]:
+    out: dict[str, list[RatePoint]] = {}
+    for p in sorted(points, key=lambda p: p.rate):
+        out.setdefault(p.target, []).append(p)
     return {t: out[t] for t in labels if t in out}
 
 
-def _marks(res: dict, wl: str, metrics: list[tuple[str, str]]) -> tuple[list[Span], list[VLine]]:
+def _marks(res: RateAnalysis, wl: str, metrics: list[tuple[str, str]]) -> tuple[list[Span], list[VLine]]:
     """Every candidate's confirmed crossovers of ``metrics`` ((name, short label)) as lines with their
     intervals shaded, and its unconfirmed flips as grey lines."""
     spans, lines = [], []
-    many = len(res["candidates"]) > 1
-    pct = f"{res['confidence'] * 100:g} %"
-    for cand, per in (res["metrics"].get(wl) or {}).items():
+    many = len(res.candidates) > 1
+    pct = f"{res.confidence * 100:g} %"
+    for cand, per in res.metrics.get(wl, {}).items():
         for name, short in metrics:
-            a = (per.get(name) or {}).get("analysis")
-            if not a:
+            m = per.get(name)
+            if m is None:
                 continue
             who = f"{cand} " if many else ""
-            for x in a.get("crossovers") or []:
-                text = f"{who}{short} ≈{fmt_rate(x['estimate'])}/s"
-                spans.append(Span(x["ci_low"], x["ci_high"], CROSS_COLOUR,
-                                  f"{per[name]['label']}: crossover at {_rate(x['estimate'])}, {pct} interval "
-                                  f"{fmt_rate(x['ci_low'])}–{fmt_rate(x['ci_high'])}"))
-                lines.append(VLine(x["estimate"], CROSS_COLOUR, text))
-            for x in a.get("candidates") or []:
-                lines.append(VLine(x["estimate"], TIE_COLOUR, f"{who}{short} ≈{fmt_rate(x['estimate'])}/s?"))
+            for x in m.analysis.crossovers:
+                text = f"{who}{short} ≈{fmt_rate(x.estimate)}/s"
+                spans.append(Span(x.ci_low, x.ci_high, CROSS_COLOUR,
+                                  f"{m.label}: crossover at {_rate(x.estimate)}, {pct} interval "
+                                  f"{fmt_rate(x.ci_low)}–{fmt_rate(x.ci_high)}"))
+                lines.append(VLine(x.estimate, CROSS_COLOUR, text))
+            for x in m.analysis.candidates:
+                lines.append(VLine(x.estimate, TIE_COLOUR, f"{who}{short} ≈{fmt_rate(x.estimate)}/s?"))
     return spans, lines
 
 
-def latency_chart(res: dict, wl: str, title: str, keys: list[tuple[str, str, bool]], lag: dict,
+def latency_chart(res: RateAnalysis, wl: str, title: str, keys: list[tuple[str, str, bool]], lag: dict,
                   colours: dict[str, str]) -> Chart:
     """One latency against the offered rate: ``keys`` (figure key, short label, dashed) per target."""
     series = []
-    for target, pts in _by_target(res["points"].get(wl, []), list(colours)).items():
+    for target, pts in _by_target(res.points.get(wl, []), list(colours)).items():
         for key, short, dash in keys:
-            ys = [p["figures"].get(key) for p in pts]
+            ys = [p.figures.get(key) for p in pts]
             tips = [_tip(p, f"{title} {short} {y:.2f} ms" if y is not None else "no samples", lag)
                     for p, y in zip(pts, ys)]
             name = f"{target} {short}" if len(keys) > 1 else target
-            series.append(Series(name, [p["rate"] for p in pts], ys, colours[target], dash=dash, tips=tips,
+            series.append(Series(name, [p.rate for p in pts], ys, colours[target], dash=dash, tips=tips,
                                  flags=[_flag(p) for p in pts]))
     spans, lines = _marks(res, wl, [(k, s) for k, s, _ in keys])
     bits = (["solid: p50, dashed: p99"] if len(keys) > 1 else []) + (["from the planned send"]
@@ -142,16 +134,16 @@ def latency_chart(res: dict, wl: str, title: str, keys: list[tuple[str, str, boo
                  ylog=True, spans=spans, vlines=lines, note="; ".join(bits), empty=f"no {title} samples")
 
 
-def achieved_chart(res: dict, wl: str, lag: dict, colours: dict[str, str]) -> Chart:
+def achieved_chart(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, str]) -> Chart:
     """Requests ended per second of the window against the rate offered, with the identity line: a target
     that keeps up sits on it, a saturated one falls below."""
     series = []
-    rates = sorted({p["rate"] for p in res["points"].get(wl, [])})
-    for target, pts in _by_target(res["points"].get(wl, []), list(colours)).items():
-        ys = [p["ended_per_s"] for p in pts]
-        tips = [_tip(p, f"{y:.2f} req/s ended in the window (planned in it: {p['planned_per_s'] or 0:.2f})"
+    rates = sorted({p.rate for p in res.points.get(wl, [])})
+    for target, pts in _by_target(res.points.get(wl, []), list(colours)).items():
+        ys = [p.ended_per_s for p in pts]
+        tips = [_tip(p, f"{y:.2f} req/s ended in the window (planned in it: {p.planned_per_s or 0:.2f})"
                      if y is not None else "not measured", lag) for p, y in zip(pts, ys)]
-        series.append(Series(target, [p["rate"] for p in pts], ys, colours[target], tips=tips,
+        series.append(Series(target, [p.rate for p in pts], ys, colours[target], tips=tips,
                              flags=[_flag(p) for p in pts]))
     if rates:
         series.append(Series("achieved = offered", rates, list(rates), IDENTITY_COLOUR, dash=True, marker=False,
@@ -161,34 +153,30 @@ def achieved_chart(res: dict, wl: str, lag: dict, colours: dict[str, str]) -> Ch
                  empty="no stage measured")
 
 
-def margin_chart(res: dict, wl: str, colours: dict[str, str]) -> Chart:
+def margin_chart(res: RateAnalysis, wl: str, colours: dict[str, str]) -> Chart:
     """Each target's worst SLO margin, log(value / limit), against the rate, with its band; capacity where it
     crosses zero (a line in the target's colour, its interval shaded)."""
     series, spans, lines = [], [], []
-    for target, cap in (res.get("capacity") or {}).get(wl, {}).items():
-        rows = sorted(cap.get("measured") or [], key=lambda r: r["rate"])
+    for target, cap in res.capacity.get(wl, {}).items():
+        rows = sorted(cap.measured, key=lambda r: r.rate)
         col = colours.get(target, TIE_COLOUR)
-
-        def fin(v):
-            return v if isinstance(v, (int, float)) and math.isfinite(v) else None
-
-        ys = [fin(r["margin"]) for r in rows]
-        tips = [f"{target} at {_rate(r['rate'])}: " + (
-            "saturated: fails every SLO" if r["worst"] == "saturated" else
-            f"worst {r['worst']}, at {math.exp(r['margin']) * 100:.0f} % of its limit "
-            f"(band {math.exp(r['low']) * 100:.0f}–{math.exp(r['high']) * 100:.0f} %)") if fin(r["margin"]) is not None
-            else f"{target} at {_rate(r['rate'])}: {r['worst']}" for r in rows]
-        series.append(Series(target, [r["rate"] for r in rows], ys, col, tips=tips,
-                             band=([fin(r["low"]) for r in rows], [fin(r["high"]) for r in rows])))
-        if cap.get("estimate") is not None:
-            lines.append(VLine(cap["estimate"], col, f"{target} ≈{fmt_rate(cap['estimate'])}/s"))
-            if cap.get("ci_low") is not None and cap.get("ci_high") is not None:
-                spans.append(Span(cap["ci_low"], cap["ci_high"], col,
-                                  f"{target}: capacity {fmt_rate(cap['ci_low'])}–{fmt_rate(cap['ci_high'])} req/s"))
-    terms = " and ".join(s["text"] for s in res.get("slos") or [])
+        ys = [r.margin for r in rows]
+        tips = [f"{target} at {_rate(r.rate)}: " + (
+            "saturated: fails every SLO" if r.worst == "saturated" else
+            f"worst {r.worst}, at {math.exp(r.margin) * 100:.0f} % of its limit "
+            f"(band {math.exp(r.low) * 100:.0f}–{math.exp(r.high) * 100:.0f} %)") if r.margin is not None
+            else f"{target} at {_rate(r.rate)}: {r.worst}" for r in rows]
+        series.append(Series(target, [r.rate for r in rows], ys, col, tips=tips,
+                             band=([r.low for r in rows], [r.high for r in rows])))
+        if cap.estimate is not None:
+            lines.append(VLine(cap.estimate, col, f"{target} ≈{fmt_rate(cap.estimate)}/s"))
+            if cap.ci_low is not None and cap.ci_high is not None:
+                spans.append(Span(cap.ci_low, cap.ci_high, col,
+                                  f"{target}: capacity {fmt_rate(cap.ci_low)}–{fmt_rate(cap.ci_high)} req/s"))
+    terms = " and ".join(s.text for s in res.slos)
     return Chart("Worst SLO margin against the rate", series, xlabel=RATE_AXIS,
                  ylabel="log(value / limit), worst SLO", hline=0.0, spans=spans, vlines=lines,
-                 note=f"{terms}; below 0: every SLO met; bands: {res['confidence'] * 100:g} % bootstrap interval; "
+                 note=f"{terms}; below 0: every SLO met; bands: {res.confidence * 100:g} % bootstrap interval; "
                       "saturated stages fail every SLO (not drawn)", span_key="capacity interval",
                  empty="no stage with samples of every SLO")
 
@@ -219,29 +207,29 @@ def _num(v, nd: int = 1) -> str:
     return "–" if v is None else f"{v:.{nd}f}"
 
 
-def point_table(res: dict, wl: str, lag: dict, colours: dict[str, str]) -> str:
+def point_table(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, str]) -> str:
     """One row per rate and target: offered and achieved, latencies from plan, goodput, dispatch lag, flags
     (their reasons on hover)."""
     head = ["target", "offered /s", "planned /s", "ended /s", "tok/s", "TTFT·plan p50", "TTFT·plan p99", "TPOT p50",
             "TPOT p99", "ITL p50", "ITL p99", "E2E·plan p50", "E2E·plan p99", "goodput /s", "lag p99", "running",
             "server", "schedule"]
     rows = []
-    for target, pts in _by_target(res["points"].get(wl, []), list(colours)).items():
+    for target, pts in _by_target(res.points.get(wl, []), list(colours)).items():
         for p in pts:
-            f = p["figures"]
-            server = (f'<span class="badge b-fail" data-flag="saturated" title="{escape(p["why"])}">saturated</span>'
-                      if p["saturated"] else "keeps up")
-            why = lag.get((p["target"], p["rate"]), "dispatch lag flagged")
+            f = p.figures
+            server = (f'<span class="badge b-fail" data-flag="saturated" title="{escape(p.why)}">saturated</span>'
+                      if p.saturated else "keeps up")
+            why = lag.get((p.target, p.rate), "dispatch lag flagged")
             sched = (f'<span class="badge b-warn" data-flag="lag" title="{escape(why)}">lag flagged</span>'
-                     if p["lag_flagged"] else "kept")
-            cells = [swatch(colours[target], target), fmt_rate(p["rate"]), _num(p["planned_per_s"], 2),
-                     _num(p["ended_per_s"], 2), _num(p["output_tokens_per_s"]), _num(f.get("ttft_planned_p50")),
+                     if p.lag_flagged else "kept")
+            cells = [swatch(colours[target], target), fmt_rate(p.rate), _num(p.planned_per_s, 2),
+                     _num(p.ended_per_s, 2), _num(p.output_tokens_per_s), _num(f.get("ttft_planned_p50")),
                      _num(f.get("ttft_planned_p99")), _num(f.get("tpot_p50"), 2), _num(f.get("tpot_p99"), 2),
                      _num(f.get("itl_p50"), 2), _num(f.get("itl_p99"), 2), _num(f.get("e2e_planned_p50"), 0),
-                     _num(f.get("e2e_planned_p99"), 0), _num(p["goodput_per_s"], 2), _num(p["lag_p99_ms"], 2),
-                     _num(p.get("running_mean")), server, sched]
-            cls = ' class="rowfail"' if p["saturated"] else ""
-            rows.append(f'<tr{cls} data-target="{escape(target)}" data-rate="{p["rate"]:g}">'
+                     _num(f.get("e2e_planned_p99"), 0), _num(p.goodput_per_s, 2), _num(p.lag_p99_ms, 2),
+                     _num(p.running_mean), server, sched]
+            cls = ' class="rowfail"' if p.saturated else ""
+            rows.append(f'<tr{cls} data-target="{escape(target)}" data-rate="{p.rate:g}">'
                         + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
     return (f'<table class="stages rates"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table><div class="unit">latencies in ms, TTFT and E2E from the planned '
@@ -249,30 +237,30 @@ def point_table(res: dict, wl: str, lag: dict, colours: dict[str, str]) -> str:
             'running: the server\'s mean running batch; hover a flag for its reason</div>')
 
 
-def metric_items(res: dict, wl: str) -> tuple[str, str]:
+def _truth(marks) -> str:
+    return "".join(f'<div class="muted">{escape(k.mark)} {escape(k.words)}</div>' for k in marks)
+
+
+def metric_items(res: RateAnalysis, wl: str) -> tuple[str, str]:
     """(list items: each candidate's metric sentences with their chips and the simulator's truth, a line
     saying at which rates they were compared and why others were not)."""
     items, ladders = [], set()
-    many = len(res["candidates"]) > 1
-    for cand, per in (res["metrics"].get(wl) or {}).items():
+    many = len(res.candidates) > 1
+    for cand, per in res.metrics.get(wl, {}).items():
         for name, m in per.items():
-            a = m["analysis"]
-            ladders.update(float(r) for r in a.get("ladder") or [])
-            who = f" <small>{escape(cand)} vs {escape(res['reference'])}</small>" if many else ""
-            truth = "".join(f'<div class="muted">{escape(str(t.get("mark", "")))} {escape(str(t.get("words", "")))}'
-                            f'</div>' for t in m.get("simulator_truth") or [])
-            items.append(f'<li>{chip(verdict_kind(a))} <b>{escape(m["label"])}</b>{who}: '
-                         f'{escape(capitalised(without_metric(m["sentence"])))}{truth}</li>')
-    for x, sentences in (res.get("adaptive_sentences") or {}).get(wl, {}).items():
+            ladders.update(float(r) for r in m.analysis.ladder or [])
+            who = f" <small>{escape(cand)} vs {escape(res.reference)}</small>" if many else ""
+            items.append(f'<li>{chip(analysis_kind(m.analysis))} <b>{escape(m.label)}</b>{who}: '
+                         f'{escape(capitalised(without_metric(m.sentence)))}{_truth(m.simulator_truth)}</li>')
+    for x, sentences in res.adaptive_sentences.get(wl, {}).items():
         for name, t in sentences.items():
-            truth = "".join(f'<div class="muted">{escape(k["mark"])} {escape(k["words"])}</div>'
-                            for k in res["configs"][wl][name].get("simulator_truth") or [] if k.get("label") == x)
+            truth = _truth(k for k in res.configs[wl][name].simulator_truth if k.label == x)
             items.append(f'<li><b>{escape(x)}</b> <small>adapts on its own</small>: '
                          f'{escape(t.removeprefix(x + " "))}{truth}</li>')
     if not items:
         items.append('<li class="muted">No metric was compared: no rate was measured by both targets with a whole '
                      'window and a kept schedule.</li>')
-    measured = sorted({p["rate"] for p in res["points"].get(wl, [])})
+    measured = sorted({p.rate for p in res.points.get(wl, [])})
     left = [r for r in measured if r not in ladders]
     line = ""
     if ladders:
@@ -284,42 +272,42 @@ def metric_items(res: dict, wl: str) -> tuple[str, str]:
     return "".join(items), line
 
 
-def capacity_html(res: dict, wl: str, colours: dict[str, str], chart: Chart | None) -> str:
-    if not res.get("slos"):
+def capacity_html(res: RateAnalysis, wl: str, colours: dict[str, str], chart: Chart | None) -> str:
+    if not res.slos:
         return ('<p class="muted">No SLOs were given: <code>loadgen crossover --rate … --capacity '
                 'ttft_p99=800ms,tpot_p50=40ms</code> finds each target\'s highest rate meeting them.</p>')
-    sentence = (res.get("capacity_sentence") or {}).get(wl, "")
+    sentence = res.capacity_sentence.get(wl, "")
     rows = []
-    for target, c in (res.get("capacity") or {}).get(wl, {}).items():
-        est = "–" if c.get("estimate") is None else _rate(c["estimate"])
-        lo, hi = c.get("ci_low"), c.get("ci_high")
+    for target, c in res.capacity.get(wl, {}).items():
+        est = "–" if c.estimate is None else _rate(c.estimate)
+        lo, hi = c.ci_low, c.ci_high
+        k = c.simulator_truth
         iv = (f"{fmt_rate(lo)}–{fmt_rate(hi)}" if lo is not None and hi is not None else
               f"above {fmt_rate(lo)}" if lo is not None else f"below {fmt_rate(hi)}" if hi is not None else "–")
         rows.append(f'<tr data-target="{escape(target)}"><td>{swatch(colours.get(target, TIE_COLOUR), target)}</td>'
-                    f'<td>{est}</td><td>{escape(iv)}</td><td style="text-align:left;white-space:normal">{escape(c.get("words", ""))}'
-                    + (f' <span class="muted">[{escape(str(c.get("truth_mark", "")))} '
-                       f'{escape(str(c["truth_words"]))}]</span>' if c.get("truth_words") else "") + "</td></tr>")
-    terms = " and ".join(s["text"] for s in res["slos"])
+                    f'<td>{est}</td><td>{escape(iv)}</td><td style="text-align:left;white-space:normal">{escape(c.words)}'
+                    + (f' <span class="muted">[{escape(k.mark)} {escape(k.words)}]</span>' if k else "") + "</td></tr>")
+    terms = " and ".join(s.text for s in res.slos)
     table = (f'<table class="stages capacity"><thead><tr><th>target</th><th>capacity</th>'
-             f'<th>{res["confidence"] * 100:g} % interval, req/s</th><th>in words</th></tr></thead>'
+             f'<th>{res.confidence * 100:g} % interval, req/s</th><th>in words</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>') if rows else ""
     return (f'<p class="lead capacity-sentence">{escape(capitalised(sentence))}</p>'
             f'<p class="muted">SLOs: {escape(terms)} (TTFT and E2E from the planned send); stages with a flagged '
             f'dispatch lag are left out.</p><div class="grid2"><div>{table}</div>{figure(chart) if chart else ""}</div>')
 
 
-def _lead(res: dict, wl: str) -> str:
-    cap = (res.get("capacity_sentence") or {}).get(wl)
+def _lead(res: RateAnalysis, wl: str) -> str:
+    cap = res.capacity_sentence.get(wl)
     if cap:
         return capitalised(cap)
-    sat = [s["words"] for s in (res.get("saturation") or {}).get(wl, {}).values()]
+    sat = [s.words for s in res.saturation.get(wl, {}).values()]
     return capitalised("; ".join(sat)) + "." if sat else "No stage of this workload was measured."
 
 
 # --------------------------------------------------------------------------- the page
 
 
-def workload_section(res: dict, wl: str, lag: dict, colours: dict[str, str], stages: list[dict] = (),
+def workload_section(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, str], stages: list[dict] = (),
                      adaptive: list[str] = ()) -> tuple[str, str, list[Chart]]:
     """(nav link, section HTML, charts) of one workload; ``stages``: the run's, whose speculation timelines
     (a switching flag's evidence, an adaptive configuration's seconds) close the section when there are any."""
@@ -329,9 +317,9 @@ def workload_section(res: dict, wl: str, lag: dict, colours: dict[str, str], sta
     tpot = latency_chart(res, wl, "TPOT", [("tpot_p50", "p50", False)], lag, colours)
     e2e = latency_chart(res, wl, "E2E from plan", [("e2e_planned_p99", "p99", False)], lag, colours)
     ach = achieved_chart(res, wl, lag, colours)
-    margin = margin_chart(res, wl, colours) if res.get("slos") else None
-    sat = "".join(f'<li data-target="{escape(t)}">{swatch(colours.get(t, TIE_COLOUR))} {escape(capitalised(s["words"]))}'
-                  f'.</li>' for t, s in (res.get("saturation") or {}).get(wl, {}).items())
+    margin = margin_chart(res, wl, colours) if res.slos else None
+    sat = "".join(f'<li data-target="{escape(t)}">{swatch(colours.get(t, TIE_COLOUR))} {escape(capitalised(s.words))}'
+                  f'.</li>' for t, s in res.saturation.get(wl, {}).items())
     metrics, compared = metric_items(res, wl)
     html = fragment("rates-workload.html").format(
         anchor=anchor, title=escape("all workloads together" if wl == "all" else wl), lead=escape(_lead(res, wl)),
@@ -367,7 +355,7 @@ def offered_facts(doc: dict) -> list[tuple[str, str]]:
     return facts
 
 
-def flags_card(res: dict, doc: dict, lag: dict, dropped: list[str]) -> str:
+def flags_card(res: RateAnalysis, doc: dict, lag: dict, dropped: list[str]) -> str:
     """The stages whose figures are not the load planned: lag-flagged, saturated, client-bound, with failures."""
     items = []
     for s in doc.get("stages", []):
@@ -381,9 +369,8 @@ def flags_card(res: dict, doc: dict, lag: dict, dropped: list[str]) -> str:
             items.append(("f-client", where, "client-bound: " + "; ".join(other)))
         if (s.get("requests") or {}).get("failed"):
             items.append(("f-fail", where, f"{s['requests']['failed']} request(s) failed"))
-    for wl, ps in res["points"].items():
-        items += [("f-fail", f"{wl} · {p['target']} at {_rate(p['rate'])}", f"saturated: {p['why']}")
-                  for p in ps if p["saturated"]]
+    for wl, ps in res.points.items():
+        items += [("f-fail", f"{wl} · {p.target} at {_rate(p.rate)}", f"saturated: {p.why}") for p in ps if p.saturated]
     items += [("f-fail", "results file", d) for d in dropped]
     if not items:
         return ('<section class="card ok"><b>No flags:</b> every stage kept its schedule, no server saturated, '
@@ -396,12 +383,12 @@ def flags_card(res: dict, doc: dict, lag: dict, dropped: list[str]) -> str:
             f'<ul>{lis}</ul></details></section>')
 
 
-def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "") -> RatePage:
+def build(doc: dict, res: RateAnalysis, dropped: list[str] | None = None, title: str = "") -> RatePage:
     run = doc.get("run", {})
-    labels = _labels(res)
+    labels = res.labels
     colours = palette(labels)
     lag = _lag_reasons(doc)
-    wls = [w for w in res["points"] if w != "all"] + (["all"] if "all" in res["points"] else [])
+    wls = [w for w in res.points if w != "all"] + (["all"] if "all" in res.points else [])
     adaptive = configurations(doc)[1]
     parts = [workload_section(res, wl, lag, colours, doc.get("stages") or [], adaptive) for wl in wls]
     tops = [(wl, _lead(res, wl)) for wl in wls]
@@ -419,13 +406,13 @@ def build(doc: dict, res: dict, dropped: list[str] | None = None, title: str = "
         title=escape(heading), css=read("report.css"), js=read("report.js"), heading=escape(heading),
         sub=escape(" · ".join(x for x in (when, wall_time(run), f"{len(doc.get('stages', []))} stages",
                                            f"loadgen {run.get('loadgen_version', __version__)}") if x)),
-        facts=escape(facts), conf=f"{res['confidence'] * 100:g}", top=top, lines=lines,
+        facts=escape(facts), conf=f"{res.confidence * 100:g}", top=top, lines=lines,
         offered="".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in offered_facts(doc)),
         planned=escape("Latencies are from each request's planned send (TTFT and E2E from plan): a request the "
                        "client sent late, or a server's queue, counts against the server as a user would see it; "
                        "dispatch lag (sent − planned) is its own figure and flag."),
         flags=flags_card(res, doc, lag, dropped or []), nav="".join(n for n, _, _ in parts),
-        sections="".join("\n" + h for _, h, _ in parts), meta=run_card(doc, labels, adaptive, res["confidence"], wls),
+        sections="".join("\n" + h for _, h, _ in parts), meta=run_card(doc, labels, adaptive, res.confidence, wls),
         generated=escape(f"report by loadgen {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"))
     return RatePage(html, {wl: c for wl, (_, _, c) in zip(wls, parts)})
 
@@ -441,10 +428,10 @@ def write_pngs(out: Path, charts: dict[str, list[Chart]]) -> list[Path]:
     return paths
 
 
-def render(out: Path, doc: dict, res: dict | None = None, dropped: list[str] | None = None, *, png: bool = True,
-           title: str = "", confidence: float | None = None) -> Path:
-    """Write ``out/report.html`` of an open-loop run (``res``: its rates.json dict; None: read or made) and,
-    unless ``png`` is False, its PNGs; return the page's path."""
+def render(out: Path, doc: dict, res: RateAnalysis | None = None, dropped: list[str] | None = None, *,
+           png: bool = True, title: str = "", confidence: float | None = None) -> Path:
+    """Write ``out/report.html`` of an open-loop run (``res``: its analysis; None: read or made) and, unless
+    ``png`` is False, its PNGs; return the page's path."""
     if res is None:
         from loadgen.analysis.answer import load
 

@@ -77,14 +77,9 @@ def _grid(*figures: str, cls: str = "grid2") -> str:
 
 
 def _truth_html(m: MetricResult | None) -> str:
-    """The embedded simulator's own crossover beside each reported one (crossover_cli adds it)."""
-    from loadgen.sim.known import verdict
-
-    out = []
-    for k in (m.extra.get("simulator_truth") or []) if m is not None else []:
-        mark, text = verdict(k)
-        out.append(f'<p class="muted truth">{mark} {escape(capitalised(text))}.</p>')
-    return "".join(out)
+    """The embedded simulator's own crossover beside each reported one (analysis/truth.py)."""
+    return "".join(f'<p class="muted truth">{k.mark} {escape(capitalised(k.words))}.</p>'
+                   for k in (m.simulator_truth if m is not None else []))
 
 
 def _not_compared_html(cov: WorkloadCoverage | None) -> str:

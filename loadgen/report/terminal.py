@@ -1,7 +1,7 @@
 """The terminal's text: what ``loadgen crossover``, ``loadgen report``, ``loadgen capacity`` and ``loadgen sim``
 print as their answer.
 
-In: an analysed run as its JSON dicts (crossover.json's, rates.json's) and, for the flags, its run document;
+In: an analysed run (a RunAnalysis, or an open loop's RateAnalysis) and, for the flags, its run document;
 a simulator profile. Out: plain text, for the fronts in loadgen/cli to print: ``crossover_tables`` (two
 configurations: per workload the deciding metric's table, its verdict, a latency metric's where it leans the
 other way, the simulator's own crossover, then every compared stage's flags once), ``configs_tables`` (three or
@@ -17,76 +17,71 @@ import math
 from typing import TYPE_CHECKING
 
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
-from loadgen.analysis.compare import MetricResult
-from loadgen.analysis.engineterms import Translation
-from loadgen.analysis.rates import RATE_METRICS
+from loadgen.analysis.compare import MetricResult, RunAnalysis
+from loadgen.analysis.configs import Gap
+from loadgen.analysis.rates import RATE_METRICS, RateAnalysis
 from loadgen.report.inputs import PRIMARY, slices
 from loadgen.report.table import aligned
-from loadgen.report.words import ALONE, finding, leans_against, threshold_hint, winner_word
+from loadgen.report.words import ALONE, finding, leans_against, threshold_hint, winner
 
 if TYPE_CHECKING:
     from loadgen.sim.profiles import Profile
 
 
-def any_compared(res: dict) -> bool:
+def any_compared(ra: RunAnalysis) -> bool:
     """Whether some workload has a concurrency whose stages of two configurations both measured their load (their
     metrics may still have too few samples: the tables say so); with three or more configurations, whether the
     deciding metric was compared over them anywhere."""
-    if res.get("configs") and any(res.get("decides", PRIMARY) in per for per in res["configs"].values()):
+    if ra.configs and any(ra.decides in per for per in ra.configs.values()):
         return True
-    return any((cov or {}).get("compared") for cov in (res.get("coverage") or {}).values())
+    return any(cov.compared for cov in ra.coverage.values())
 
 
-def crossover_tables(res: dict, metric: str | None = None, *, doc: dict | None = None, verbose: bool = False) -> str:
+def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | None = None,
+                     verbose: bool = False) -> str:
     """The answer in one screen: per workload the deciding metric's table (``metric``: another's), stages not
     compared marked with why, its verdict, a latency metric's sentence only where it moves the other way, the
     simulator's own crossover; then, given the run's ``doc``, every stage's flags once, whole, grouped by stage.
     ``verbose``: every metric's verdict with what it rests on, as the report has them."""
-    from loadgen.sim.known import verdict  # the simulator's modules only when a run has its truth
-
-    metric = metric or res.get("decides", PRIMARY)
-    if res.get("configs"):
-        return configs_tables(res, metric)
+    metric = metric or ra.decides
+    if ra.configs:
+        return configs_tables(ra, metric)
     lines = []
-    for wl, per in res["workloads"].items():
-        cov = (res.get("coverage") or {}).get(wl, {})
+    for wl, per in ra.workloads.items():
+        cov = ra.coverage.get(wl)
         if metric not in per:
-            if cov.get("status") == "not compared":
-                lines += _not_compared(res, wl)  # say so: an empty table would read as "no difference"
+            if cov is not None and cov.status == "not compared":
+                lines += _not_compared(ra, wl)  # say so: an empty table would read as "no difference"
             continue
         m = per[metric]
-        a = m["analysis"]
-        lines.append(f"\nworkload {wl}: {m['label']} ({m['unit']}), {int(a['confidence'] * 100)} % intervals")
-        rows = {c["concurrency"]: [
-            str(c["concurrency"]), f"{c['mean_baseline']:.1f}", f"{c['mean_spec']:.1f}",
-            "-" if c["delta"] is None else f"{c['delta'] * 100:+.1f}",
-            "-" if c["ci_low"] is None else f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]",
-            winner_word(c, bool(a.get("family_wise")))]
-            for c in a["comparisons"]}
-        missing = {x["concurrency"]: x["why"] for x in cov.get("missing") or []}
+        a = m.analysis
+        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {int(a.confidence * 100)} % intervals")
+        rows = {c.concurrency: [
+            str(c.concurrency), f"{c.mean_baseline:.1f}", f"{c.mean_spec:.1f}",
+            "-" if c.delta is None else f"{c.delta * 100:+.1f}",
+            "-" if c.ci_low is None else f"[{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]",
+            winner(c, a.family_wise)]
+            for c in a.comparisons}
+        missing = dict(cov.missing) if cov is not None else {}
         for c in missing:
             rows.setdefault(c, [str(c), "-", "-", "-", "-", "not compared"])
-        lines += aligned([["C", res["baseline"], res["spec"], "Δ %", "interval", "winner"]]
+        lines += aligned([["C", ra.baseline, ra.spec, "Δ %", "interval", "winner"]]
                          + [rows[c] for c in sorted(rows)], rule=False)
         if any(r[-1].endswith("*") for r in rows.values()):
             lines.append(f"  {ALONE}")
         for c, why in sorted(missing.items()):
             lines.append(f"  C={c} not compared: {why}")
-        if cov.get("cut"):
-            lines.append(f"  {cov['cut'][0].upper()}{cov['cut'][1:]}.")
-        deciding = MetricResult.from_dict(m)
-        if deciding.passes is not None:
-            lines += passes_lines(deciding, res["baseline"], res["spec"])
-        lines.append(f"  → {m['recommendation'] if verbose else finding(deciding)}")
-        for name, other in per.items():
-            o = MetricResult.from_dict(other)
-            if name != metric and (verbose or leans_against(o, deciding)):
+        if cov is not None and cov.cut:
+            lines.append(f"  {cov.cut[0].upper()}{cov.cut[1:]}.")
+        if m.passes is not None:
+            lines += passes_lines(m, ra.baseline, ra.spec)
+        lines.append(f"  → {m.recommendation if verbose else finding(m)}")
+        for name, o in per.items():
+            if name != metric and (verbose or leans_against(o, m)):
                 lines.append(f"  · {o.recommendation if verbose else finding(o)}")
-        for k in m.get("simulator_truth", []):
-            mark, text = verdict(k)
-            lines.append(f"  {mark} {text}")
+        lines += [f"  {k.mark} {k.words}" for k in m.simulator_truth]
     if doc is not None:
-        compared = {wl: set((res.get("coverage") or {}).get(wl, {}).get("compared") or []) for wl in res["workloads"]}
+        compared = {wl: set(ra.coverage[wl].compared) if wl in ra.coverage else set() for wl in ra.workloads}
         lines += _flags_once(doc, compared)
     return "\n".join(lines)
 
@@ -133,75 +128,70 @@ def _flags_once(doc: dict, compared: dict[str, set[int]] | None = None) -> list[
     return out
 
 
-def _not_compared(res: dict, wl: str) -> list[str]:
-    cov = (res.get("coverage") or {}).get(wl, {})
-    return [f"\nworkload {wl}: NOT COMPARED", f"  • {cov.get('recommendation') or wl + ': not compared.'}"]
+def _not_compared(ra: RunAnalysis, wl: str) -> list[str]:
+    cov = ra.coverage.get(wl)
+    return [f"\nworkload {wl}: NOT COMPARED", f"  • {(cov.recommendation if cov else '') or wl + ': not compared.'}"]
 
 
-def _pct(g: dict | None) -> str:
-    if not g or g.get("delta") is None:
+def _pct(g: Gap | None) -> str:
+    if g is None or g.delta is None:
         return "-"
-    return f"{g['delta'] * 100:+.1f} [{g['ci_low'] * 100:+.1f}, {g['ci_high'] * 100:+.1f}]"
+    return f"{g.delta * 100:+.1f} [{g.ci_low * 100:+.1f}, {g.ci_high * 100:+.1f}]"
 
 
-def configs_tables(res: dict, metric: str = PRIMARY) -> str:
+def configs_tables(ra: RunAnalysis, metric: str = PRIMARY) -> str:
     """The terminal view of three or more configurations: per workload, each one's mean at every C, the best
     (or the tie), its lead over the runner-up with the joint interval, then the policy of every metric."""
-    from loadgen.sim.known import gap_verdict, switch_verdict
-
     lines = []
     # the workloads in the analysis's order (a set's order would change from run to run)
-    for wl in [*res["workloads"], *(w for w in res["configs"] if w not in res["workloads"])]:
-        per = res["configs"].get(wl, {})
+    for wl in [*ra.workloads, *(w for w in ra.configs if w not in ra.workloads)]:
+        per = ra.configs.get(wl, {})
         if metric not in per:
-            lines += _not_compared(res, wl)
+            lines += _not_compared(ra, wl)
             continue
         r = per[metric]
         m = METRICS_BY_NAME[metric]
-        labels = [x for x in r["labels"] if x not in r.get("excluded", {})]
-        n = f"{len(labels)}" if len(labels) == len(r["labels"]) else f"{len(labels)} of {len(r['labels'])}"
+        labels = [x for x in r.labels if x not in r.excluded]
+        n = f"{len(labels)}" if len(labels) == len(r.labels) else f"{len(labels)} of {len(r.labels)}"
         lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {n} configurations, "
-                     f"{int(round(r['confidence'] * 100))} % joint intervals (reference {r['reference']})")
+                     f"{int(round(r.confidence * 100))} % joint intervals (reference {r.reference})")
         rows = [["C", *labels, "best", "lead over runner-up %"]]
-        for a in r["at"]:
-            best = a["best"] or "tie: " + "/".join(a["leaders"])
-            lead = f"{_pct(a['lead'])} vs {a['runner_up']}" if a.get("lead") else "-"
-            rows.append([str(a["concurrency"]), *[f"{a['means'][x]:.1f}" if x in a["means"] else "-" for x in labels],
+        for a in r.at:
+            best = a.best or "tie: " + "/".join(a.leaders)
+            lead = f"{_pct(a.lead)} vs {a.runner_up}" if a.lead else "-"
+            rows.append([str(a.concurrency), *[f"{a.means[x]:.1f}" if x in a.means else "-" for x in labels],
                          best, lead])
         lines += ["  " + x for x in aligned(rows, rule=False)]
         for x in labels[1:]:  # every candidate against the reference, at the joint level
-            gaps = [(a["concurrency"], (a.get("vs_reference") or {}).get(x)) for a in r["at"]]
-            gaps = [(c, g) for c, g in gaps if g and g.get("delta") is not None]
+            gaps = [(a.concurrency, a.vs_reference.get(x)) for a in r.at]
+            gaps = [(c, g) for c, g in gaps if g and g.delta is not None]
             if gaps:
-                lines.append(f"  {x} vs {r['reference']} (Δ %): " + ", ".join(f"C={c} {_pct(g)}" for c, g in gaps))
-        for name, text in res.get("policy", {}).get(wl, {}).items():
+                lines.append(f"  {x} vs {r.reference} (Δ %): " + ", ".join(f"C={c} {_pct(g)}" for c, g in gaps))
+        for name, text in ra.policy.get(wl, {}).items():
             lines.append(f"  • {text}")
-            if name == metric and wl in (res.get("engine_terms") or {}):
-                lines += [f"      {x}" for x in Translation.from_dict(res["engine_terms"][wl]).lines()]
-        for x in r.get("adaptive", []):
-            gaps = [(a["concurrency"], a["shortfall"].get(x)) for a in r["at"] if x in a["shortfall"]]
+            if name == metric and wl in ra.engine_terms:
+                lines += [f"      {x}" for x in ra.engine_terms[wl].lines()]
+        for x in r.adaptive:
+            gaps = [(a.concurrency, a.shortfall[x]) for a in r.at if x in a.shortfall]
             lines.append(f"  • {x} (adapts on its own) against the best of the others: "
                          + ", ".join(f"C={c} {_pct(g)} %" for c, g in gaps))
-            for k in r.get("gap_truth", []):  # on the embedded simulators: its own gap at each C
-                if k["label"] == x:
-                    mark, words = gap_verdict(k)
-                    lines.append(f"      {mark} {words}")
-        for k in r.get("simulator_truth", []):
-            mark, text = switch_verdict(k)
-            lines.append(f"  {mark} {text}")
+            # on the embedded simulators: its own gap at each C
+            lines += [f"      {k.mark} {k.words}" for k in r.gap_truth if k.label == x]
+        lines += [f"  {k.mark} {k.words}" for k in r.simulator_truth]
     return "\n".join(lines)
 
 
-def summary_text(doc: dict, res: dict, metric: str | None = None, verbose: bool = False) -> str:
+def summary_text(doc: dict, ra: RunAnalysis, metric: str | None = None, verbose: bool = False) -> str:
     """The terminal version of the report: the answer per workload, its table, the flags once."""
-    metric = metric or res.get("decides", PRIMARY)
-    lines = [f"{res['baseline']} vs {res['spec']}"]
-    hint = threshold_hint(doc, res, metric)  # the deciding metric's crossovers, as the page's top hint
+    metric = metric or ra.decides
+    lines = [f"{ra.baseline} vs {ra.spec}"]
+    # the deciding metric's crossovers, as the page's top hint (analysis/serverview reads crossover.json's dict)
+    hint = threshold_hint(doc, ra.to_dict(), metric)
     if hint:
         lines.append(f"  {hint}")
-    if not any(metric in per for per in res["workloads"].values()):
+    if not any(metric in per for per in ra.workloads.values()):
         lines.append(f"\n(no workload has {metric} measured by both targets)")
-    lines.append(crossover_tables(res, metric, doc=doc, verbose=verbose))
+    lines.append(crossover_tables(ra, metric, doc=doc, verbose=verbose))
     return "\n".join(lines)
 
 
@@ -214,44 +204,41 @@ def _cell(v, nd=1) -> str:
     return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
 
-def rate_tables(d: dict) -> str:
-    """An open-loop run's answer (rates.json's dict, loadgen.analysis.rates.RateAnalysis.to_dict). Per workload:
-    each target's rates (offered, achieved, latencies from plan, lag, saturation), the
-    saturation intervals, each metric's verdict along the rate axis and the capacities."""
+def rate_tables(ra: RateAnalysis) -> str:
+    """An open-loop run's answer. Per workload: each target's rates (offered, achieved, latencies from plan, lag,
+    saturation), the saturation intervals, each metric's verdict along the rate axis and the capacities."""
     out: list[str] = []
-    for wl, points in d["points"].items():
+    for wl, points in ra.points.items():
         out.append(f"\n== {wl}: open loop ==")
         rows = [["target", "offered/s", "ended/s", "TTFT·plan p50", "TTFT·plan p99", "TPOT p50", "ITL p99",
                  "E2E·plan p99", "goodput/s", "lag p99", "server"]]
         for p in points:
-            f = p["figures"]
-            rows.append([p["target"], f"{p['rate']:.3g}", _cell(p["ended_per_s"], 2), _cell(f["ttft_planned_p50"]),
+            f = p.figures
+            rows.append([p.target, f"{p.rate:.3g}", _cell(p.ended_per_s, 2), _cell(f["ttft_planned_p50"]),
                          _cell(f["ttft_planned_p99"]), _cell(f["tpot_p50"], 2), _cell(f["itl_p99"], 2),
-                         _cell(f["e2e_planned_p99"], 0), _cell(p["goodput_per_s"], 2), _cell(p["lag_p99_ms"], 2),
-                         ("SATURATED" if p["saturated"] else "keeps up") + (" LAG" if p["lag_flagged"] else "")])
+                         _cell(f["e2e_planned_p99"], 0), _cell(p.goodput_per_s, 2), _cell(p.lag_p99_ms, 2),
+                         ("SATURATED" if p.saturated else "keeps up") + (" LAG" if p.lag_flagged else "")])
         out += aligned(rows)
-        for x in d.get("left_out", {}).get(wl, []):
-            out.append(f"left out: {x['target']} at {x['rate']:.3g} req/s: {x['why']}")
+        for x in ra.left_out.get(wl, []):
+            out.append(f"left out: {x.target} at {x.rate:.3g} req/s: {x.why}")
         out.append("saturation:")
-        out += [f"  • {s['words']}" for s in d["saturation"][wl].values()]
-        for cand, per in d["metrics"].get(wl, {}).items():
-            out.append(f"{cand} against {d['reference']}, along the rate axis:")
+        out += [f"  • {s.words}" for s in ra.saturation.get(wl, {}).values()]
+        for cand, per in ra.metrics.get(wl, {}).items():
+            out.append(f"{cand} against {ra.reference}, along the rate axis:")
             for name in RATE_METRICS:
                 if name in per:
-                    out.append(f"  • {per[name]['sentence']}")
-                    for t in per[name].get("simulator_truth", []):
-                        out.append(f"      {t['mark']} {t['words']}")
-        for x, sentences in d.get("adaptive_sentences", {}).get(wl, {}).items():
+                    out.append(f"  • {per[name].sentence}")
+                    out += [f"      {t.mark} {t.words}" for t in per[name].simulator_truth]
+        for x, sentences in ra.adaptive_sentences.get(wl, {}).items():
             out.append(f"{x} adapts on its own; against the envelope of the fixed configurations, along the rate axis:")
             for name, t in sentences.items():
                 out.append(f"  • {t}")
-                out += [f"      {k['mark']} {k['words']}" for k in d["configs"][wl][name].get("simulator_truth", [])
-                        if k.get("label") == x]
-        if d["capacity"].get(wl):
-            out.append("capacity: " + d["capacity_sentence"][wl])
-            for label, c in d["capacity"][wl].items():
-                out.append(f"  • {c['words']}" + (f"  [{c['truth_mark']} {c['truth_words']}]" if c.get("truth_words")
-                                                   else ""))
+                out += [f"      {k.mark} {k.words}" for k in ra.configs[wl][name].simulator_truth if k.label == x]
+        if ra.capacity.get(wl):
+            out.append("capacity: " + ra.capacity_sentence[wl])
+            for c in ra.capacity[wl].values():
+                k = c.simulator_truth
+                out.append(f"  • {c.words}" + (f"  [{k.mark} {k.words}]" if k else ""))
     return "\n".join(out)
 
 

@@ -10,9 +10,8 @@ in measured running-batch terms (:func:`adaptive_hint`, any engine; :func:`thres
 and the small text helpers the HTML pieces share (:func:`fmt_c`, :func:`slug`, …).
 Plain text only: escaping is left to whoever puts it in HTML.
 
-The dict forms :func:`winner_word` and :func:`threshold_hint` are the terminal's (loadgen/cli reads
-crossover.json as dicts); :func:`verdict_kind` is the open-loop page's (rates.py). Each is a thin edge over
-the typed rule, never a second copy of it.
+The dict form :func:`threshold_hint` is the terminal's (analysis/serverview reads crossover.json's dict), a thin
+edge over the typed rule, never a second copy of it.
 """
 
 from __future__ import annotations
@@ -69,12 +68,6 @@ def _kind(crossed: bool, verdicts: set[str], wide: bool) -> str:
 def analysis_kind(a: MetricAnalysis) -> str:
     """One word for a metric's outcome: cross, spec, baseline, tie, inconclusive, spec-some, baseline-some, mixed."""
     return _kind(bool(a.crossovers), {c.verdict for c in a.comparisons}, any(c.wide for c in a.comparisons))
-
-
-def verdict_kind(a: dict) -> str:
-    """:func:`analysis_kind` of an analysis as a dict (the open-loop page's rates.json)."""
-    comps = a["comparisons"]
-    return _kind(bool(a["crossovers"]), {c["verdict"] for c in comps}, any(c.get("wide") for c in comps))
 
 
 KIND_CHIP = {"cross": ("crossover", "chip-cross"), "spec": ("speculation wins", "chip-spec"),
@@ -211,11 +204,6 @@ def winner(c: StageComparison, family_wise: bool = False) -> str:
     ``*`` where the stage alone says otherwise (a real vLLM's freetext stages: −25 % [−41, −4] at C=1 alone,
     a tie judged with C=2: the table said "baseline" under a sentence saying "inconclusive")."""
     return _winner(c.verdict, c.wide, c.family_verdict if family_wise else None)
-
-
-def winner_word(c: dict, family_wise: bool = False) -> str:
-    """:func:`winner` of a comparison as a dict (the terminal's tables read crossover.json as dicts)."""
-    return _winner(c["verdict"], bool(c.get("wide")), c.get("family_verdict") if family_wise else None)
 
 
 def fmt_batch(b) -> str:

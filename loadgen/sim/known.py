@@ -140,31 +140,6 @@ def known_switches(sim: dict, workload: str, modes: dict[str, str], switches: li
                         x["from"], x["to"]) for x in switches]
 
 
-def _checked(k: dict, none: str, own: str) -> tuple[str, str]:
-    """(✓ or ✗, a sentence): ``none`` where the simulator has no such point in the searched range (the
-    reported one is a false alarm), else ``own`` with where the simulator has it."""
-    if k["true"] is None:
-        return "✗", none
-    where = "inside" if k["covered"] else "outside"
-    return ("✓" if k["covered"] else "✗"), f"{own}: C={k['true']:.1f} ({where} the reported interval)"
-
-
-def switch_verdict(k: dict) -> tuple[str, str]:
-    """(✓ or ✗, a sentence) for one KnownSwitch as a dict (dataclasses.asdict or reloaded JSON)."""
-    pair = f"{k['from_label']} → {k['to_label']}"
-    lo, hi = k["searched"][0], k["searched"][1]
-    return _checked(k, f"the simulator itself does not switch {pair} between C={lo} and {hi}: "
-                       f"the switch at C≈{k['reported']:.1f} is a false alarm",
-                    f"the simulator's own switch {pair} for this traffic")
-
-
-def verdict(k: dict) -> tuple[str, str]:
-    """(✓ or ✗, a sentence) for one KnownCrossover as stored in crossover.json; the terminal and the report say it."""
-    return _checked(k, f"the simulator itself has no crossover between C={k['searched'][0]} and {k['searched'][1]}: "
-                       f"C≈{k['reported']:.1f} is a false alarm",
-                    "the simulator's own crossover for this traffic")
-
-
 @dataclass(frozen=True)
 class KnownGap:
     """An adaptive configuration's gap to the envelope at one C, as reported and as the simulator has it."""
@@ -200,11 +175,3 @@ def known_gaps(sim: dict, workload: str, modes: dict[str, str], adaptive: list[s
         out.append(KnownGap(g["label"], int(g["concurrency"]), g["delta"], g["ci_low"], g["ci_high"], true, top,
                             g["ci_low"] <= true <= g["ci_high"]))
     return out
-
-
-def gap_verdict(k: dict) -> tuple[str, str]:
-    """(✓ or ✗, a sentence) for one KnownGap as a dict (dataclasses.asdict or reloaded JSON)."""
-    where = "inside" if k["covered"] else "outside"
-    return ("✓" if k["covered"] else "✗"), (f"the simulator's own gap of {k['label']} at C={k['concurrency']}: "
-                                            f"{k['true'] * 100:+.1f} % against {k['envelope_label']} "
-                                            f"({where} the reported interval)")

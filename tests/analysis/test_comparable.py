@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from loadgen.analysis.compare import BY_NAME, DECIDES, analyze_run
+from loadgen.analysis.compare import BY_NAME, DECIDES, RunAnalysis, analyze_run
 from loadgen.analysis.crossover import analyze
 from loadgen.analysis.verdict import verdict
 from loadgen.report.terminal import crossover_tables
@@ -72,7 +72,7 @@ def test_a_stage_that_did_not_run_its_load_is_named_and_not_compared(doc, fault,
     assert not any(f["concurrency"] == 100 for f in cov["flagged"])  # not a compared stage with a flag
     for name, m in res["workloads"]["freetext"].items():
         assert f"C=100 ({why})" in m["caveat"], (name, m["caveat"])
-    text = crossover_tables(res)
+    text = crossover_tables(RunAnalysis.from_dict(res))
     # its row in the table names no winner, and the line below it says why
     assert [line.split()[1:] for line in text.splitlines() if line.lstrip().startswith("100 ")] == [
         ["-", "-", "-", "-", "not", "compared"]], text
@@ -135,7 +135,7 @@ def test_with_slos_goodput_decides(doc):
     assert res["decides"] == "goodput_requests_per_s" and analyze_run(doc)["decides"] == DECIDES
     per = res["workloads"]["freetext"]
     assert "enable" not in per[DECIDES]["recommendation"]
-    assert "workload freetext: goodput" in crossover_tables(res)
+    assert "workload freetext: goodput" in crossover_tables(RunAnalysis.from_dict(res))
 
 
 # --------------------------------------------------------------------------- nothing comparable
@@ -211,12 +211,12 @@ def test_the_terminal_shows_beside_a_win_only_the_latency_that_costs_and_why():
     a = analyze("itl_p50", bs, ss)
     v = verdict(a, advises=False)
     per["itl_p50"] = MetricResult("ITL p50", "ms", a, v.sentence, v.kind, v.caveat, v.everywhere, v.text).to_dict()
-    text = crossover_tables(res)
+    text = crossover_tables(RunAnalysis.from_dict(res))
     side = [line for line in text.splitlines() if line.startswith("  · ")]
     assert side == ["  · itl_p99: the baseline wins at every measured concurrency (C=1–16). Where speculation is worse "
                     "here: accepted drafts arrive as bursts, so the gap after a burst is a whole verify step."], text
     assert "do not enable" not in text and "ITL p50" not in text and "itl_p50" not in text
-    assert "itl_p50" in crossover_tables(res, verbose=True)
+    assert "itl_p50" in crossover_tables(RunAnalysis.from_dict(res), verbose=True)
     # the deciding metric leaning to the baseline: a latency better with speculation is a rival verdict, not shown
     per[DECIDES]["verdict"] = "baseline"
-    assert not [line for line in crossover_tables(res).splitlines() if line.startswith("  · ")]
+    assert not [line for line in crossover_tables(RunAnalysis.from_dict(res)).splitlines() if line.startswith("  · ")]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.analysis.compare import analyze_run
+from loadgen.analysis.compare import RunAnalysis, analyze_run
 from loadgen.analysis.coverage import not_comparable
 from loadgen.report.terminal import crossover_tables
 
@@ -55,7 +55,7 @@ def test_every_compared_stage_ran_its_load_by_the_servers_gauge(doc, res):
 
 
 def test_the_answer_fits_and_claims_no_winner_where_not_compared(doc, res):
-    text = crossover_tables(res, doc=doc)
+    text = crossover_tables(RunAnalysis.from_dict(res), doc=doc)
     lines = text.splitlines()
     assert "do not enable" not in text  # the ITL p99 burst beside speculation's throughput win explains
     assert [x for x in lines if x.startswith("  · ITL p99")] == [

@@ -57,7 +57,7 @@ def test_the_simulators_own_gap_on_this_schedule_lies_in_the_reported_interval(b
     assert "What speculation did, second by second" in html  # the adaptive stages' seconds, as on a C ladder's page
     for name in ("e2e_planned_mean", "tpot_p50"):
         truth = r["configs"]["chat"][name]["simulator_truth"]
-        assert [t["rate"] for t in truth] == _compared(r)
+        assert [t["at"] for t in truth] == _compared(r)
         for t in truth:
             # below the adaptive threshold (batch 48; these rates run ~5 and ~12) the adaptive mode is spec, so
             # its true gap to an envelope that spec is on is nil

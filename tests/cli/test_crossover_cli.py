@@ -59,8 +59,8 @@ def test_embedded_simulators_then_from(cli, xo, tmp_path):
     # beside the crossover it found (spec loses at 1, wins at 30), the simulator's own for this traffic
     found = res["workloads"]["chat"]["output_tokens_per_s"]
     [k] = found["simulator_truth"]
-    assert 5 < k["true"] < 20 and k["searched"][0] <= 1 and k["searched"][1] >= 30, k
-    assert f"the simulator's own crossover for this traffic: C={k['true']:.1f}" in p.stdout
+    assert 5 < k["true"] < 20, k
+    assert f"  {k['mark']} the simulator's own crossover for this traffic: C={k['true']:.1f}" in p.stdout
     assert f"own crossover for this traffic: C={k['true']:.1f}" in (out / "report.html").read_text()
     src = tmp_path / "xo"  # a copy: --from writes its analysis into the folder it reads
     shutil.copytree(out, src)

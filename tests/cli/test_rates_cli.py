@@ -88,8 +88,9 @@ def test_capacity_is_searched_stated_and_checked_against_the_simulator(ladder):
     for label in ("baseline", "spec"):
         c = r["capacity"]["chat"][label]
         # the simulator's own capacity for these arrivals, in virtual time: 14.7 (baseline) and 15.8 (spec) req/s
-        assert c["truth"] is not None and 12 < c["truth"] < 19
-        assert c["words"] in out
+        k = c["simulator_truth"]
+        assert k["true"] is not None and 12 < k["true"] < 19
+        assert f"  • {c['words']}  [{k['mark']} {k['words']}]" in out
         # the capacity follows from the stages it rests on: where they go from meeting the SLOs to failing
         # them (a saturated stage fails every one: its margin is infinite, null in JSON). A stage left out
         # (a starved simulator) is not among them; a simulator slowed by the host can fail them early

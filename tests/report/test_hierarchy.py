@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import asdict
 from html import unescape
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from loadgen.analysis.compare import BY_NAME, DECIDES, MetricResult, run_analysis
 from loadgen.analysis.crossover import analyze
 from loadgen.analysis.verdict import verdict
+from loadgen.analysis.truth import crossover_checked
 from loadgen.report.html import build
 from loadgen.sim.known import KnownCrossover
 from tests.analysis.test_api import ladder_with
@@ -216,8 +216,8 @@ def test_truth_line_only_on_a_simulator_run(code):
     assert "simulator" not in _text(_page(doc, ra)).lower().replace("simulator's", "")
     assert 'class="muted truth"' not in _page(doc, ra)
     sim = copy.deepcopy(ra)
-    sim.workloads["code"][DECIDES].extra["simulator_truth"] = [
-        asdict(KnownCrossover(reported=12.0, true=11.5, covered=True, searched=(5, 30)))]
+    sim.workloads["code"][DECIDES].simulator_truth = [
+        crossover_checked(KnownCrossover(reported=12.0, true=11.5, covered=True, searched=(5, 30)))]
     decision = _parts(_section(_page(doc, sim), "code"))[0]
     assert re.search(r'<p class="muted truth">✓ The simulator&#x27;s own crossover for this traffic: C=11.5', decision)
 

@@ -25,6 +25,7 @@ from loadgen.report.html import render
 from loadgen.report.palette import palette
 from loadgen.analysis.answer import RATE, axis_of
 from loadgen.analysis.answer import load as load_answer
+from loadgen.analysis.rates import RateAnalysis
 from loadgen.report.rates import build
 from tests.report.browser import Chrome
 
@@ -183,8 +184,8 @@ def test_crossovers_drawn_as_lines_with_their_intervals(page):
     res = copy.deepcopy(res)
     a = res["metrics"]["chat"]["spec"]["tpot_p50"]["analysis"]
     a["crossovers"] = [{"estimate": 10.0, "ci_low": 8.5, "ci_high": 12.0, "low_c": 8.0, "high_c": 16.0,
-                        "direction": "spec_to_baseline"}]
-    html = build(_doc(), res).html
+                        "direction": "spec_to_baseline", "confidence": 0.9, "stage_level": 0.9}]
+    html = build(_doc(), RateAnalysis.from_dict(res)).html
     fig = _figure(html, "TPOT p50")
     assert "p50 ≈10/s" in fig and f'stroke="{CROSS_COLOUR}"' in fig
     assert f'fill="{CROSS_COLOUR}" fill-opacity="0.13"><title>TPOT p50: crossover at 10 req/s, 90 % interval ' \
@@ -196,7 +197,7 @@ def test_crossovers_drawn_as_lines_with_their_intervals(page):
 def test_a_fresh_rates_json_is_used_a_stale_one_remade(tmp_path):
     out = _folder(tmp_path / "run")
     doc = _doc()
-    first = load_answer(out, doc).result
+    first = load_answer(out, doc).to_dict()
     mine = {**first, "capacity_sentence": {"chat": "a sentence only the file on disk has"}}
     (out / "rates.json").write_bytes(orjson.dumps(mine))
     assert "A sentence only the file on disk has" in render(out, png=False).read_text(encoding="utf-8")

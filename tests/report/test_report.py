@@ -71,13 +71,18 @@ def test_stale_truncated_or_foreign_analysis_is_recomputed(synth_dir, monkeypatc
     path = synth_dir / "crossover.json"
     good = orjson.loads(path.read_bytes())
     calls = []
-    monkeypatch.setattr(loadgen.analysis.compare, "analyze_run", lambda doc, **kw: calls.append(kw) or dict(good))
+    monkeypatch.setattr(loadgen.analysis.compare, "run_analysis",
+                        lambda doc, **kw: calls.append(kw) or loadgen.analysis.compare.RunAnalysis.from_dict(good))
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
 
     def analysis(*a, **kw):
         return load_answer(*a, **kw).result
 
-    assert analysis(synth_dir, doc) == good and calls == []  # up to date: reused
+    assert analysis(synth_dir, doc).to_dict() == {k: v for k, v in good.items() if k != "schema"}
+    assert calls == []  # up to date: reused
+    path.write_bytes(orjson.dumps({k: v for k, v in good.items() if k != "schema"}))
+    analysis(synth_dir, doc)  # written before the file had its schema (the truth's older form): made again
+    assert len(calls) == 1
     old = time.time() - 60
     os.utime(path, (old, old))  # older than run.json: stale
     analysis(synth_dir, doc)
@@ -86,12 +91,12 @@ def test_stale_truncated_or_foreign_analysis_is_recomputed(synth_dir, monkeypatc
     path.write_bytes(orjson.dumps({**good, "baseline": "other"}))  # analysed with other roles
     analysis(synth_dir, doc)
     analysis(synth_dir, doc, confidence=0.95)  # another level
-    assert len(calls) == 4 and calls[-1]["confidence"] == 0.95
+    assert len(calls) == 5 and calls[-1]["confidence"] == 0.95
     # a stale file is made again at its own level, not the default's
     path.write_bytes(orjson.dumps({**good, "confidence": 0.8}))
     os.utime(path, (old, old))
     analysis(synth_dir, doc)
-    assert len(calls) == 5 and calls[-1]["confidence"] == 0.8
+    assert len(calls) == 6 and calls[-1]["confidence"] == 0.8
 
 
 def test_truncated_stage_is_left_out_and_flagged(synth_dir):

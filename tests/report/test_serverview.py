@@ -17,6 +17,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from loadgen.analysis.answer import analyse
+from loadgen.analysis.compare import RunAnalysis
 from loadgen.analysis.serverview import server_view
 from loadgen.report.html import render
 from loadgen.report.serverview import server_html
@@ -92,7 +94,7 @@ def _given_crossover(sim_run):
 def test_live_threshold_is_the_crossover_through_the_measured_batch(sim_run, tmp_path):
     doc, res = _given_crossover(sim_run)
     xs = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["crossovers"]
-    page = render(tmp_path, doc=doc, res=res, png=False).read_text(encoding="utf-8")
+    page = render(tmp_path, doc=doc, res=RunAnalysis.from_dict(res), png=False).read_text(encoding="utf-8")
     spec = _spec_stages(doc)
     pts = sorted((c, b["gauges"]["running"]["mean"]) for c, b in spec.items())
 
@@ -122,7 +124,7 @@ def test_live_without_metrics_on_the_spec_server_says_so_once_and_invents_nothin
     for s in doc["stages"]:
         if s["target"] == "spec":
             s["server"] = {"available": False, "reason": reason, "url": "http://127.0.0.1:9/metrics"}
-    page = render(tmp_path, doc=doc, res=res, png=False).read_text(encoding="utf-8")
+    page = render(tmp_path, doc=doc, res=RunAnalysis.from_dict(res), png=False).read_text(encoding="utf-8")
     part = _text(page[page.index("What the server ran"):page.index("Every stage figure")])
     assert part.count(f"spec: no server figures — {reason}") == 1
     assert "\nspec\n" not in part and "acceptance from its counters" not in part  # no table, no figure
@@ -205,11 +207,11 @@ def test_the_terminal_hint_follows_the_deciding_metric():
     where output throughput's is C≈9.9)."""
     data = Path(__file__).parents[1] / "cli" / "data"
     doc = orjson.loads(gzip.open(data / "before-28-closed.run.json.gz").read())
-    res = orjson.loads(gzip.open(data / "before-28-closed.crossover.json.gz").read())
+    res = analyse(doc, truth=False).result.to_dict()  # today's analysis of that run
     chat = res["workloads"]["chat"]
     given = copy.deepcopy(chat["decode_rate"]["analysis"]["crossovers"])
     chat["goodput_requests_per_s"]["analysis"]["crossovers"] = given
     res["decides"] = "goodput_requests_per_s"
     hint = threshold_hint(doc, res, "goodput_requests_per_s")
     assert hint != threshold_hint(doc, res) and "crossover at C≈7.8" in hint
-    assert summary_text(doc, res).splitlines()[1] == f"  {hint}"
+    assert summary_text(doc, RunAnalysis.from_dict(res)).splitlines()[1] == f"  {hint}"

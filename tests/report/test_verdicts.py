@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadgen.analysis.compare import analyze_run
+from loadgen.analysis.compare import RunAnalysis, analyze_run, run_analysis
 from loadgen.report.html import render
 from loadgen.report.terminal import crossover_tables, summary_text
 from tests.report.synth import CLIENT_ADVICE, cut_run_doc, run_doc, write_run
@@ -41,10 +41,10 @@ def test_a_workload_never_compared_is_not_compared_in_json(cut_run):
 
 def test_a_workload_never_compared_is_not_compared_in_the_terminal(cut_run):
     doc, res, _ = cut_run
-    table = crossover_tables(res)
+    table = crossover_tables(RunAnalysis.from_dict(res))
     assert "workload freetext: NOT COMPARED" in table
     assert "freetext: not compared: no concurrency has complete stages of both targets" in table
-    summary = summary_text(doc, res)
+    summary = summary_text(doc, RunAnalysis.from_dict(res))
     assert "workload freetext: NOT COMPARED\n  • freetext: not compared:" in summary
     assert "no difference" not in summary
     assert f"  client-bound at spec C=1, spec C=4, spec C=16, spec C=64: {CLIENT_ADVICE}" in summary
@@ -71,13 +71,13 @@ def test_a_cut_ladder_never_yields_safe_everywhere(cut_run):
     assert ("Measured C=1–64 of the planned C=1–256; not compared: C=256 (not run); the run was "
             "cut by an interrupt with 9 planned stages not run.") in text
     assert "Flagged (figures may be distorted): spec client-bound at C=1, 4, 16, 64." in text
-    for said in (crossover_tables(res), summary_text(doc, res), _text(html)):
+    for said in (crossover_tables(RunAnalysis.from_dict(res)), summary_text(doc, RunAnalysis.from_dict(res)), _text(html)):
         assert "never loses" not in said
     # in the terminal what it rests on is the table's (C=256 marked not compared, and why) and the flags below it
-    said = summary_text(doc, res)
+    said = summary_text(doc, RunAnalysis.from_dict(res))
     assert "  C=256 not compared: not run\n  The run was cut by an interrupt with 9 planned stages not run." in said
     assert "Measured C=1–64 of the planned C=1–256" in _text(html)
-    assert "Measured C=1–64 of the planned C=1–256" in summary_text(doc, res, verbose=True)
+    assert "Measured C=1–64 of the planned C=1–256" in summary_text(doc, RunAnalysis.from_dict(res), verbose=True)
     assert not any(m["everywhere"] for m in res["workloads"]["predictable"].values())
 
 
@@ -85,7 +85,7 @@ def test_wide_ties_read_inconclusive_with_the_width_needed(cut_run):
     _, res, html = cut_run
     a = res["workloads"]["predictable"]["output_tokens_per_s"]["analysis"]
     assert [(c["verdict"], c["wide"]) for c in a["comparisons"][1:]] == [("tie", True)] * 3
-    table = crossover_tables(res)
+    table = crossover_tables(RunAnalysis.from_dict(res))
     rows = [line.split() for line in table.splitlines() if re.match(r"\s*(4|16|64)\s", line)][:3]
     assert [r[-1] for r in rows] == ["inconclusive"] * 3
     rec = res["workloads"]["predictable"]["output_tokens_per_s"]["recommendation"]
@@ -161,14 +161,13 @@ def test_a_winner_cell_is_the_answers_verdict_marked_where_the_stage_alone_diffe
     """Real vLLM, freetext: each stage's own interval excluded 0 at C=1 (−24 % [−40, −2]) but the ladder's
     simultaneous ones did not; the table said "baseline" under a sentence saying "inconclusive". The cell
     now says what the answer rests on, "inconclusive*", with one footnote; C=2, where both agree, is not marked."""
-    from loadgen.report.words import ALONE, winner_word
+    from loadgen.report.words import ALONE, winner
 
-    res = analyze_run(orjson.loads(gzip.decompress(VLLM_RUN.read_bytes())))
-    a = res["workloads"]["freetext"]["output_tokens_per_s"]["analysis"]
-    cells = {c["concurrency"]: (c["verdict"], c["family_verdict"], winner_word(c, a["family_wise"]))
-             for c in a["comparisons"]}
+    ra = run_analysis(orjson.loads(gzip.decompress(VLLM_RUN.read_bytes())))
+    a = ra.workloads["freetext"]["output_tokens_per_s"].analysis
+    cells = {c.concurrency: (c.verdict, c.family_verdict, winner(c, a.family_wise)) for c in a.comparisons}
     assert cells == {1: ("baseline", "tie", "inconclusive*"), 2: ("baseline", "baseline", "baseline")}
-    text = crossover_tables(res)
+    text = crossover_tables(ra)
     table = text[text.index("workload freetext"):text.index("workload predictable")]
     assert "inconclusive*" in table and ALONE in table and "the baseline is better at C=2" in table, table
     assert ALONE not in text[text.index("workload predictable"):]  # nothing marked there

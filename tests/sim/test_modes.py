@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from loadgen.analysis.truth import switch_checked
 from loadgen.errors import LoadgenError
 from loadgen.sim import known, model, profiles, virtual
 from loadgen.sim.process import SimProcess
@@ -189,10 +190,10 @@ def test_known_switches_small_grid():
     assert hit.covered and 8 < hit.true < 20
     assert none.true is None and not none.covered
     assert missed.true is None  # the simulator's switch is above 5: nothing in [2, 5]
-    mark, words = known.switch_verdict(dataclasses.asdict(hit))
-    assert mark == "✓" and "base → eagle" in words and "inside" in words
-    mark, words = known.switch_verdict(dataclasses.asdict(none))
-    assert mark == "✗" and "does not switch eagle → tree between C=5 and 30" in words
+    k = switch_checked(hit)
+    assert k.mark == "✓" and "base → eagle" in k.words and "inside" in k.words and k.label == "base"
+    k = switch_checked(none)
+    assert k.mark == "✗" and "does not switch eagle → tree between C=5 and 30" in k.words
     with pytest.raises(LoadgenError, match="no simulator mode for target 'other'"):
         known.known_switches(SIM, "chat", LABELS, [{**sw[0], "to": "other"}], forwards=500)
 
