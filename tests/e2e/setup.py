@@ -101,7 +101,7 @@ def ensure_chromium() -> None:
 def main() -> int:
     t0 = time.monotonic()
     say(f"llama-server, the model, vLLM and chromium, into {cache_root()} where missing "
-        "(cold on 2 cores: about 13 min, the llama.cpp build the long pole)")
+        "(cold on 2 cores: 7-8 min, the llama.cpp build the long pole)")
     steps = [Step("chromium", ensure_chromium)]
     if refused := real_servers_refused():
         say(f"{refused}: the real-server tests will not run and the suite will fail")
