@@ -1,7 +1,7 @@
 """From a results file to crossover analyses: per workload, per metric, baseline vs speculative.
 
 In: a results document (``run.json``, live or reloaded). Out: a ``RunAnalysis`` (``run_analysis``),
-whose ``to_dict`` is crossover.json (``analyze_run``): per workload and metric a ``MetricResult``
+whose ``to_dict`` is crossover.json: per workload and metric a ``MetricResult``
 (the ``MetricAnalysis``, its verdict and sentence), per workload its ``WorkloadCoverage``.
 
 Each stage's steady window is cut into bins (loadgen/stage/timeline.py); a metric's
@@ -41,7 +41,7 @@ from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs
 from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
 from loadgen.analysis.engineterms import Translation, translate
 from loadgen.analysis.repeats import PassSpread, pass_spread
-from loadgen.analysis.results import Checked
+from loadgen.analysis.results import Checked, Crossover
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
@@ -83,7 +83,7 @@ class CrossoverMetric:
 
 
 __all__ = ["CrossoverMetric", "METRICS", "BY_NAME", "roles", "configurations", "workloads_of", "MetricResult", "RunAnalysis",
-           "run_analysis", "analyze_run",
+           "run_analysis",
            # from loadgen.analysis.coverage, imported from here by loadgen/report and loadgen/cli
            "CUT_BY", "Coverage", "WorkloadCoverage", "coverage", "cut_words", "fmt_cs", "planned_stages",
            "run_cut_words", "window_whole"]
@@ -311,6 +311,10 @@ class RunAnalysis:
     decides: str = DECIDES
     """The metric whose verdict says where to enable speculation (:func:`deciding_metric`)."""
 
+    def crossovers(self, metric: str) -> dict[str, list[Crossover]]:
+        """Workload → ``metric``'s confirmed and unconfirmed crossovers, reference against the first candidate."""
+        return {wl: per[metric].analysis.crossovers for wl, per in self.workloads.items() if metric in per}
+
     def to_dict(self) -> dict[str, Any]:
         d = {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
              "workloads": {wl: {name: m.to_dict() for name, m in per.items()} for wl, per in self.workloads.items()},
@@ -347,7 +351,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
     out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive, decides=deciding_metric(doc))
-    rows = server_view(doc, {"baseline": base, "spec": spec, "workloads": {}}).rows if len(labels) > 2 else {}
+    rows = server_view(doc, base, spec).rows if len(labels) > 2 else {}
     for wl, cov in covs.items():
         per_metric: dict[str, MetricResult] = {}
         scope = cov.scope()
@@ -425,11 +429,3 @@ def _with_pass_flags(scope, passes: PassSpread | None, compared: set[int]):
         if c in compared:
             flagged.setdefault(c, []).append(PASSES_FLAG)
     return replace(scope, flagged=flagged)
-
-
-def analyze_run(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
-                seed: int = 0) -> dict:
-    """crossover.json: ``run_analysis(...).to_dict()``: {"baseline", "spec", "confidence", "workloads": {workload:
-    {metric: {"label", "unit", "analysis": MetricAnalysis.to_dict(), "recommendation": str, "verdict": kind,
-    "caveat": str, "everywhere": bool}}}, "coverage": {workload: WorkloadCoverage.to_dict()}}."""
-    return run_analysis(doc, metrics, confidence=confidence, margin=margin, seed=seed).to_dict()

@@ -1,7 +1,7 @@
 """What the servers ran, per target, workload and concurrency, and the crossovers in running-batch terms.
 
 In: a results document (``run.json``: each stage's ``server`` block, written by loadgen.serverview)
-and, for the thresholds, crossover.json's dict (``res``: the throughput crossovers). Out: a
+and, for the thresholds, a metric's crossovers per workload (``RunAnalysis.crossovers``). Out: a
 :class:`ServerView` (``server_view``), with ``to_dict`` / ``from_dict`` like analysis/results.py:
 
 - per workload, target and C a :class:`StageServer`: the measured running batch (median and mean
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loadgen.analysis.coverage import window_whole
-from loadgen.analysis.results import _known
+from loadgen.analysis.results import Crossover, _known
 from loadgen.serverview.summary import accept_length
 
 NO_BLOCK = "no server block in this stage (a run.json from before loadgen read the server's /metrics)"
@@ -294,9 +294,10 @@ def batch_of(view: ServerView, wl: str, label: str, c: float) -> BatchAt:
     return batch_at(rows, c, why)
 
 
-def server_view(doc: dict, res: dict, metric: str = "output_tokens_per_s") -> ServerView:
-    """The server figures of every complete stage, and ``metric``'s crossovers in running-batch terms."""
-    base, spec = res["baseline"], res["spec"]
+def server_view(doc: dict, base: str, spec: str, crossovers: dict[str, list[Crossover]] | None = None,
+                metric: str = "output_tokens_per_s") -> ServerView:
+    """The server figures of every complete stage of the reference ``base`` and the candidate ``spec``, and
+    ``crossovers`` (workload → ``metric``'s: RunAnalysis.crossovers) in running-batch terms."""
     view = ServerView(base, spec, {})
     for (wl, target, c), stages in sorted(_groups(doc).items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         view.rows.setdefault(wl, {}).setdefault(target, []).append(_row(target, wl, c, stages))
@@ -308,17 +309,13 @@ def server_view(doc: dict, res: dict, metric: str = "output_tokens_per_s") -> Se
         view.engine[label] = engines[0] if engines else ""
         if not any(r.available for r in rows):
             view.unavailable[label] = next(r.reason for r in rows)
-    for wl, per in _d(res.get("workloads")).items():
-        m = _d(_d(per).get(metric))
-        if not m.get("analysis"):
-            continue
+    for wl, xs in (crossovers or {}).items():
         spec_rows = view.rows.get(wl, {}).get(spec, [])
         why = view.unavailable.get(spec, "")
         out = []
-        for x in sorted(m["analysis"].get("crossovers") or [], key=lambda x: x["estimate"]):
-            out.append(Threshold(wl, metric, x["direction"], bool(x.get("confirmed", True)),
-                                 batch_at(spec_rows, x["estimate"], why), batch_at(spec_rows, x["ci_low"], why),
-                                 batch_at(spec_rows, x["ci_high"], why)))
+        for x in sorted(xs, key=lambda x: x.estimate):
+            out.append(Threshold(wl, metric, x.direction, x.confirmed, batch_at(spec_rows, x.estimate, why),
+                                 batch_at(spec_rows, x.ci_low, why), batch_at(spec_rows, x.ci_high, why)))
         if out:
             view.thresholds[wl] = out
     return view

@@ -13,7 +13,7 @@ from typing import Callable
 
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.answer import RATE, analyse, write
-from loadgen.analysis.compare import analyze_run
+from loadgen.analysis.compare import RunAnalysis, run_analysis
 from loadgen.analysis.coverage import nothing_compared
 from loadgen.analysis.crossover import MetricAnalysis, refine_plan
 from loadgen.cli import front
@@ -216,12 +216,12 @@ def _refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
     budget = s.refine_budget
     while budget > 0:
         doc = writer.doc()
-        res = analyze_run(doc, [METRICS_BY_NAME[PRIMARY]], confidence=s.confidence)
+        ra = run_analysis(doc, [METRICS_BY_NAME[PRIMARY]], confidence=s.confidence)
         extra = []
-        for wl, per in res["workloads"].items():
+        for wl, per in ra.workloads.items():
             if wl == "all" or PRIMARY not in per:
                 continue
-            for a in _refined(res, wl, per):
+            for a in _refined(ra, wl):
                 extra += [(wl, c) for c in refine_plan(a, s.refine_width, budget) if (wl, c) not in extra]
         extra = extra[:budget]
         if not extra:
@@ -232,18 +232,13 @@ def _refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
         budget -= len(extra)
 
 
-def _refined(res: dict, wl: str, per: dict) -> list[MetricAnalysis]:
+def _refined(ra: RunAnalysis, wl: str) -> list[MetricAnalysis]:
     """The comparisons whose crossovers refinement pins down: two configurations' one; with three or more,
     the pair of every switch of the throughput policy (the other pairs' crossovers choose nothing)."""
-    r = (res.get("configs") or {}).get(wl, {}).get(PRIMARY)
+    r = ra.configs.get(wl, {}).get(PRIMARY)
     if r is None:
-        return [MetricAnalysis.from_dict(per[PRIMARY]["analysis"])]
-    out = []
-    for w in r["switches"]:
-        for p in r["pairs"]:
-            if {p["a"], p["b"]} == {w["from_label"], w["to_label"]}:
-                out.append(MetricAnalysis.from_dict(p["analysis"]))
-    return out
+        return [ra.workloads[wl][PRIMARY].analysis]
+    return [p.analysis for w in r.switches for p in r.pairs if {p.a, p.b} == {w.from_label, w.to_label}]
 
 
 def _analyse_and_report(doc: dict, out: Path, s: Settings, stopped: bool = False) -> int:

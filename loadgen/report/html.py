@@ -1,73 +1,57 @@
-"""The report: one self-contained HTML page (and PNGs of the main plots) from a results folder.
+"""The report: one self-contained HTML page (and PNGs of the main plots) from a results folder, for any axis.
 
-``render(out_dir)`` reads ``out_dir/run.json`` (schema ``loadgen.run/1``) and
-``out_dir/crossover.json`` (computed with :func:`loadgen.analysis.compare.analyze_run`
-and written when missing or older than run.json), and writes
-``out_dir/report.html`` — inline CSS, JS and SVG, nothing fetched, opens
-offline — and ``out_dir/plots/WORKLOAD-throughput.png`` and
-``WORKLOAD-latency.png`` for CI artifacts. docs/report.md says how to read it. An open-loop
-run (stages with a ``rate``, or a ``rates.json``) gets its page from ``rates.py`` instead.
+``render(out_dir)`` reads ``out_dir/run.json`` (schema ``loadgen.run/1``) and its analysis
+(loadgen.analysis.answer.load: ``crossover.json``, or an open loop's ``rates.json``, made again and written
+when missing, stale or of another form), and writes ``out_dir/report.html`` — inline CSS, JS and SVG, nothing
+fetched, opens offline — and ``out_dir/plots/*.png`` for CI artifacts. docs/report.md says how to read it.
 
-The analysis is typed: a :class:`~loadgen.analysis.compare.RunAnalysis` (crossover.json read or made by
-loadgen.analysis.answer, or the caller's), and every piece below reads its attributes. The page follows the terminal's order (loadgen/report/terminal.py): the
-decision first (the top card: per workload the deciding metric's finding — output throughput, or
-goodput with SLOs, ``RunAnalysis.decides`` — with its chip; then the flags), then one section per
-workload (decision, why, and the detail collapsed: ``sections.py``), then the run card.
-
-This module assembles the page (:func:`build`, template ``templates/page.html``) and writes it
-(:func:`render`). The pieces come from, in pipeline order: ``inputs`` (stages checked and pooled,
-the analysis read or made), ``words`` (verdicts as sentences), ``figures`` (the charts),
-``htmltables`` (the tables), ``sections`` (one workload), ``serverview`` (what its servers ran),
-``cards`` (run-wide cards).
+One page (loadgen/report/page.py: header, summary card, flags, a section per workload, run card); what fills
+it depends on the typed analysis it is given. A :class:`~loadgen.analysis.compare.RunAnalysis` (a ladder of
+concurrencies) is laid out here (:func:`build`), in the terminal's order (loadgen/report/terminal.py): the
+decision first (the summary card: per workload the deciding metric's finding — output throughput, or goodput
+with SLOs, ``RunAnalysis.decides`` — with its chip; then the flags), then one section per workload (decision,
+why, and the detail collapsed: ``sections.py``), then the run card. A
+:class:`~loadgen.analysis.rates.RateAnalysis` (an open loop) is laid out by ``rates.py``. The pieces come
+from, in pipeline order: ``inputs`` (stages checked and pooled), ``words`` (verdicts as sentences),
+``figures`` (the charts), ``htmltables`` (the tables), ``sections`` (one workload), ``serverview`` (what its
+servers ran), ``cards`` (run-wide cards).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from loadgen import __version__
 from loadgen.analysis.answer import RATE, axis_of
 from loadgen.analysis.answer import load as load_answer
 from loadgen.analysis.compare import RunAnalysis
 from loadgen.analysis.rates import RateAnalysis
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
-from loadgen.report.cards import facts_line, flags_card, run_card_of, wall_time
-from loadgen.report.charts import Chart
+from loadgen.report.cards import facts_line, flags_card, run_card_of
 from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
 from loadgen.report.inputs import slices, usable
+from loadgen.report.page import Page, assemble
 from loadgen.report.palette import labels_of
 from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
-from loadgen.report.templates import read
+from loadgen.report.templates import fragment
 from loadgen.report.words import adaptive_hint, headline, metric_label, top_sentence
 from loadgen.run.results import load
 
 __all__ = ["Page", "build", "render"]
 
 
-@dataclass
-class Page:
-    html: str
-    charts: dict[str, list[Chart]]
-    """workload → the charts that also become PNGs."""
-
-
 def build(doc: dict, ra: RunAnalysis, dropped: list[str] | None = None, title: str = "") -> Page:
     """The page of an analysed run (``dropped``: the lines of stages :func:`usable` left out)."""
-    run = doc.get("run", {})
     sl = slices(doc)
     wls = [w for w in ra.workloads if w != "all"] + (["all"] if "all" in ra.workloads else [])
     # the servers' figures per stage, and the deciding metric's crossovers on their running batch
-    # (analysis/serverview.py reads the analysis as crossover.json's dict)
-    view = server_view(doc, ra.to_dict(), ra.decides)
+    view = server_view(doc, ra.baseline, ra.spec, ra.crossovers(ra.decides), ra.decides)
     labels = labels_of(ra)
-    sections = [workload_section(ra, wl, sl.get(wl, {}), server_html(view, wl, labels), view) for wl in wls]
+    sections = {wl: workload_section(ra, wl, sl.get(wl, {}), server_html(view, wl, labels), view) for wl in wls}
     items = headline(ra)
     lines = "<ul>" + "".join(f'<li>{chip(kind)} <b>{escape(wl)}</b>: {escape(text)}</li>'
                              for wl, text, kind in items) + "</ul>" if len(items) > 1 else ""
@@ -76,21 +60,12 @@ def build(doc: dict, ra: RunAnalysis, dropped: list[str] | None = None, title: s
     top = escape(top_sentence(ra))
     if len(items) == 1:
         top = f"{chip(items[0][2])} " + top
-    started = run.get("started_unix")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)) if isinstance(started, (int, float)) else ""
-    html = read("page.html").format(
-        title=escape(title or "loadgen report"),
-        css=read("report.css"), js=read("report.js"),
-        heading=escape(title or "loadgen report"),
-        sub=escape(" · ".join(x for x in (when, wall_time(run), f"{len(doc['stages'])} stages",
-                                           f"loadgen {run.get('loadgen_version', __version__)}") if x)),
-        top=top, decides=escape(metric_label(ra, ra.decides)),
-        lines=lines, hint=f'<p class="hint">{escape(hint)}</p>' if hint else "", conf=f"{ra.confidence * 100:g}",
-        nav="".join(s.nav for s in sections), flags=flags_card(sl, ra, dropped or [], run),
-        facts=escape(facts_line(doc, ra)), meta=run_card_of(doc, ra), sections="".join("\n" + s.html for s in sections),
-        generated=escape(f"report by loadgen {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"),
-    )
-    return Page(html, {wl: s.charts for wl, s in zip(wls, sections)})
+    summary = fragment("summary-decision.html").format(
+        top=top, decides=escape(metric_label(ra, ra.decides)), conf=f"{ra.confidence * 100:g}", lines=lines,
+        hint=f'<p class="hint">{escape(hint)}</p>' if hint else "")
+    return assemble(doc, title=title or "loadgen report", facts=facts_line(doc, ra), summary=summary,
+                    flags=flags_card(sl, ra, dropped or [], doc.get("run", {})), sections=sections,
+                    meta=run_card_of(doc, ra))
 
 
 def render(out_dir: str | Path, *, doc: dict | None = None, res: RunAnalysis | RateAnalysis | None = None,

@@ -1,10 +1,10 @@
-"""The report of an open-loop (rate) run: one self-contained HTML page against the offered rate.
+"""An open loop's parts of the report page (loadgen/report/page.py), against the offered rate.
 
 In: a results folder whose stages are open-loop (each has ``rate`` and ``open_loop``), its run
 document and its rate analysis (a :class:`loadgen.analysis.rates.RateAnalysis`, as
-loadgen.analysis.answer.load reads or makes it). Out:
-``report.html`` (template ``templates/rates-page.html``, one ``rates-workload.html`` per
-workload) and ``plots/WORKLOAD-rates.png`` (+ ``WORKLOAD-capacity.png`` with SLOs).
+loadgen.analysis.answer.load reads or makes it). Out: the page (:func:`build`: the summary card
+``summary-offered.html``, the flags, one ``rates-workload.html`` section per workload, the run card) and
+``plots/WORKLOAD-rates.png`` (+ ``WORKLOAD-capacity.png`` with SLOs).
 
 Per workload the page shows, against the offered rate (log x): TTFT from plan (p50, p99), TPOT
 p50 and E2E from plan p99 (log y), one line per target in the palette's colours, saturated and
@@ -12,43 +12,34 @@ lag-flagged stages ringed, each confirmed crossover as a vertical line with its 
 shaded; achieved (ended/s) against offered with the identity line; a table per rate and
 target; the saturation sentences; every metric's sentence; the capacity under the SLOs, per
 target with its interval, and the worst SLO margin against the rate with its band.
-The header says what was offered (arrival process, in-flight cap, dispatch-lag bound) and
+The summary card says what was offered (arrival process, in-flight cap, dispatch-lag bound) and
 that the latencies are from the planned send. No concurrency ("C=") wording: the axis is a rate.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from loadgen import __version__
 from loadgen.analysis.compare import configurations
 from loadgen.analysis.rates import RateAnalysis, RatePoint, fmt_rate
-from loadgen.report.cards import run_card, wall_time
+from loadgen.report.cards import run_card
 from loadgen.report.charts import (CROSS_COLOUR, FAIL_COLOUR, TIE_COLOUR, WARN_COLOUR, Chart, Series, Span, VLine,
                                    legend_items, svg)
 from loadgen.report.charts import png as png_file
 from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
+from loadgen.report.page import Page, Section, assemble
 from loadgen.report.palette import palette, swatch
 from loadgen.report.speculation import timeline_part
-from loadgen.report.templates import fragment, read
+from loadgen.report.templates import fragment
 from loadgen.report.words import analysis_kind, capitalised, slug, without_metric
 
-__all__ = ["RatePage", "build", "render"]
+__all__ = ["build", "render"]
 
 RATE_AXIS = "offered rate, requests/s (log scale)"
 IDENTITY_COLOUR = "#98a2b3"
-
-
-@dataclass
-class RatePage:
-    html: str
-    charts: dict[str, list[Chart]]
-    """workload → its charts (TTFT, TPOT, E2E, achieved, and the margin chart when there are SLOs)."""
 
 
 def _lag_reasons(doc: dict) -> dict[tuple[str, float], str]:
@@ -308,9 +299,9 @@ def _lead(res: RateAnalysis, wl: str) -> str:
 
 
 def workload_section(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, str], stages: list[dict] = (),
-                     adaptive: list[str] = ()) -> tuple[str, str, list[Chart]]:
-    """(nav link, section HTML, charts) of one workload; ``stages``: the run's, whose speculation timelines
-    (a switching flag's evidence, an adaptive configuration's seconds) close the section when there are any."""
+                     adaptive: list[str] = ()) -> Section:
+    """One workload's section; ``stages``: the run's, whose speculation timelines (a switching flag's evidence,
+    an adaptive configuration's seconds) close the section when there are any."""
     anchor = "wl-" + slug(wl)
     ttft = latency_chart(res, wl, "TTFT from plan", [("ttft_planned_p50", "p50", False),
                                                      ("ttft_planned_p99", "p99", True)], lag, colours)
@@ -327,7 +318,7 @@ def workload_section(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, s
         table=point_table(res, wl, lag, colours), saturation=sat, metrics=metrics, compared=compared,
         capacity=capacity_html(res, wl, colours, margin),
         timeline=_timeline([d for d in stages if wl == "all" or wl in (d.get("workloads") or {})], adaptive))
-    return f'<a href="#{anchor}">{escape(wl)}</a>', html, [ttft, tpot, e2e, ach] + ([margin] if margin else [])
+    return Section(f'<a href="#{anchor}">{escape(wl)}</a>', html, [ttft, tpot, e2e, ach] + ([margin] if margin else []))
 
 
 def _timeline(stages: list[dict], adaptive: list[str]) -> str:
@@ -383,38 +374,31 @@ def flags_card(res: RateAnalysis, doc: dict, lag: dict, dropped: list[str]) -> s
             f'<ul>{lis}</ul></details></section>')
 
 
-def build(doc: dict, res: RateAnalysis, dropped: list[str] | None = None, title: str = "") -> RatePage:
+def build(doc: dict, res: RateAnalysis, dropped: list[str] | None = None, title: str = "") -> Page:
     run = doc.get("run", {})
     labels = res.labels
     colours = palette(labels)
     lag = _lag_reasons(doc)
     wls = [w for w in res.points if w != "all"] + (["all"] if "all" in res.points else [])
     adaptive = configurations(doc)[1]
-    parts = [workload_section(res, wl, lag, colours, doc.get("stages") or [], adaptive) for wl in wls]
+    sections = {wl: workload_section(res, wl, lag, colours, doc.get("stages") or [], adaptive) for wl in wls}
     tops = [(wl, _lead(res, wl)) for wl in wls]
     top = escape(tops[0][1]) if len(tops) == 1 else "Open-loop run of " + escape(", ".join(wls)) + "."
     lines = ("<ul>" + "".join(f"<li><b>{escape(wl)}</b>: {escape(t)}</li>" for wl, t in tops) + "</ul>"
              if len(tops) > 1 else "")
-    started = run.get("started_unix")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)) if isinstance(started, (int, float)) else ""
     who = f"{labels[0]} (reference) vs {', '.join(labels[1:])}" if len(labels) > 1 else labels[0]
     facts = " · ".join(x for x in (who, "workloads " + ", ".join(wls),
                                    f"simulator {(run.get('simulator') or {}).get('profile', '')}".strip()
                                    if run.get("simulator") else "") if x)
-    heading = title or "loadgen report (open loop)"
-    html = read("rates-page.html").format(
-        title=escape(heading), css=read("report.css"), js=read("report.js"), heading=escape(heading),
-        sub=escape(" · ".join(x for x in (when, wall_time(run), f"{len(doc.get('stages', []))} stages",
-                                           f"loadgen {run.get('loadgen_version', __version__)}") if x)),
-        facts=escape(facts), conf=f"{res.confidence * 100:g}", top=top, lines=lines,
+    summary = fragment("summary-offered.html").format(
+        conf=f"{res.confidence * 100:g}", top=top, lines=lines,
         offered="".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in offered_facts(doc)),
         planned=escape("Latencies are from each request's planned send (TTFT and E2E from plan): a request the "
                        "client sent late, or a server's queue, counts against the server as a user would see it; "
-                       "dispatch lag (sent − planned) is its own figure and flag."),
-        flags=flags_card(res, doc, lag, dropped or []), nav="".join(n for n, _, _ in parts),
-        sections="".join("\n" + h for _, h, _ in parts), meta=run_card(doc, labels, adaptive, res.confidence, wls),
-        generated=escape(f"report by loadgen {__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"))
-    return RatePage(html, {wl: c for wl, (_, _, c) in zip(wls, parts)})
+                       "dispatch lag (sent − planned) is its own figure and flag."))
+    return assemble(doc, title=title or "loadgen report (open loop)", facts=facts, summary=summary,
+                    flags=flags_card(res, doc, lag, dropped or []), sections=sections,
+                    meta=run_card(doc, labels, adaptive, res.confidence, wls))
 
 
 def write_pngs(out: Path, charts: dict[str, list[Chart]]) -> list[Path]:

@@ -31,6 +31,7 @@ from loadgen.report.configs import band, excluded_html, policy_list, policy_pane
 from loadgen.report.figures import acceptance_chart, delta_chart, figure, hdr_chart, latency_chart, throughput_chart
 from loadgen.report.htmltables import chip, comparison_table, passes_table, stage_table, verdict_matrix
 from loadgen.report.inputs import Slice
+from loadgen.report.page import Section
 from loadgen.report.palette import colours_of
 from loadgen.report.sessions import session_table
 from loadgen.report.speculation import timeline_part
@@ -40,17 +41,6 @@ from loadgen.report.words import (capitalised, configs_kind, finding, kind_of, l
 
 LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"))
 """The latencies drawn by percentile (HDR), one chart each per stage."""
-
-
-@dataclass
-class Section:
-    """One workload's part of the page."""
-
-    nav: str
-    """Its link in the sticky workload bar, with its verdict chip."""
-    html: str
-    charts: list[Chart]
-    """Deciding metric, Δ, TTFT, ITL, acceptance: the ones that also become PNGs (figures.write_pngs)."""
 
 
 @dataclass

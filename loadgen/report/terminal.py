@@ -185,8 +185,7 @@ def summary_text(doc: dict, ra: RunAnalysis, metric: str | None = None, verbose:
     """The terminal version of the report: the answer per workload, its table, the flags once."""
     metric = metric or ra.decides
     lines = [f"{ra.baseline} vs {ra.spec}"]
-    # the deciding metric's crossovers, as the page's top hint (analysis/serverview reads crossover.json's dict)
-    hint = threshold_hint(doc, ra.to_dict(), metric)
+    hint = threshold_hint(doc, ra, metric)  # the deciding metric's crossovers, as the page's top hint
     if hint:
         lines.append(f"  {hint}")
     if not any(metric in per for per in ra.workloads.values()):

@@ -9,9 +9,6 @@ the page's one-line answer (:func:`top_sentence`), a stage's winner (:func:`winn
 in measured running-batch terms (:func:`adaptive_hint`, any engine; :func:`threshold_sentence` per workload),
 and the small text helpers the HTML pieces share (:func:`fmt_c`, :func:`slug`, …).
 Plain text only: escaping is left to whoever puts it in HTML.
-
-The dict form :func:`threshold_hint` is the terminal's (analysis/serverview reads crossover.json's dict), a thin
-edge over the typed rule, never a second copy of it.
 """
 
 from __future__ import annotations
@@ -258,14 +255,11 @@ def threshold_sentence(wl: str, ths: list, rows: list) -> tuple[str, list[str]]:
     return (f"{wl}: {_batch_policy(batch)}" if batch else ""), extra
 
 
-def threshold_hint(doc: dict, res: dict, metric: str = PRIMARY, view=None) -> str | None:
-    """:func:`adaptive_hint` for an analysis as a dict (the terminal's ``loadgen report``); ``view``: the run's
-    ServerView when made already for ``metric``'s crossovers."""
+def threshold_hint(doc: dict, ra: RunAnalysis, metric: str = PRIMARY) -> str | None:
+    """:func:`adaptive_hint` for ``metric``'s crossovers (the terminal's ``loadgen report``)."""
     from loadgen.analysis.serverview import server_view
 
-    if view is None or metric != PRIMARY:
-        view = server_view(doc, res, metric)
-    return adaptive_hint(doc, view)
+    return adaptive_hint(doc, server_view(doc, ra.baseline, ra.spec, ra.crossovers(metric), metric))
 
 
 def adaptive_hint(doc: dict, view) -> str | None:

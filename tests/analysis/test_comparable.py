@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from loadgen.analysis.compare import BY_NAME, DECIDES, RunAnalysis, analyze_run
+from loadgen.analysis.compare import BY_NAME, DECIDES, RunAnalysis, run_analysis
 from loadgen.analysis.crossover import analyze
 from loadgen.analysis.verdict import verdict
 from loadgen.report.terminal import crossover_tables
@@ -52,7 +52,7 @@ def _compared(res):
 
 
 def test_the_control_compares_the_top_stage(doc):
-    res = analyze_run(doc)
+    res = run_analysis(doc).to_dict()
     assert _compared(res)["output_tokens_per_s"] == list(LADDER)
     assert res["coverage"]["freetext"]["missing"] == []
 
@@ -63,7 +63,7 @@ def test_the_control_compares_the_top_stage(doc):
                      "window opened (longer --warmup)"),
 ])
 def test_a_stage_that_did_not_run_its_load_is_named_and_not_compared(doc, fault, why):
-    res = analyze_run(fault(doc))
+    res = run_analysis(fault(doc)).to_dict()
     for name, cs in _compared(res).items():
         assert 100 not in cs, name  # no comparison there, so no winner, in any metric
     assert _compared(res)["output_tokens_per_s"] == [1, 5, 30]
@@ -86,9 +86,9 @@ def test_one_request_short_is_a_users_resend_gap_and_comparable(doc):
     b = block(5, running=gauge(4.3, p50=4, mx=5), verdict="below C")
     b["checks"]["running"].update(running_p50=4, running_mean=4.3, running_max=5)
     _stage(d, "baseline", 5)["server"] = b
-    assert _compared(analyze_run(d))["output_tokens_per_s"] == list(LADDER)
+    assert _compared(run_analysis(d).to_dict())["output_tokens_per_s"] == list(LADDER)
     b["checks"]["running"].update(running_p50=3)
-    assert _compared(analyze_run(d))["output_tokens_per_s"] == [1, 30, 100]
+    assert _compared(run_analysis(d).to_dict())["output_tokens_per_s"] == [1, 30, 100]
 
 
 def test_a_server_at_its_own_cap_measured_its_load(doc):
@@ -96,7 +96,7 @@ def test_a_server_at_its_own_cap_measured_its_load(doc):
     d = copy.deepcopy(doc)
     b = block(100, running=gauge(48, p50=48, mx=48), queued=52.0, verdict="capped", cap=48)
     _stage(d, "baseline", 100)["server"] = b
-    assert _compared(analyze_run(d))["output_tokens_per_s"] == list(LADDER)
+    assert _compared(run_analysis(d).to_dict())["output_tokens_per_s"] == list(LADDER)
 
 
 # --------------------------------------------------------------------------- one metric decides
@@ -119,7 +119,7 @@ def test_a_latency_percentile_worse_with_speculation_explains_and_does_not_advis
 
 
 def test_only_output_throughput_says_where_to_enable_speculation(doc):
-    per = analyze_run(doc)["workloads"]["freetext"]
+    per = run_analysis(doc).to_dict()["workloads"]["freetext"]
     assert "enable" in per[DECIDES]["recommendation"] or "wins" in per[DECIDES]["recommendation"]
     for name, m in per.items():
         if name != DECIDES:
@@ -131,8 +131,8 @@ def test_with_slos_goodput_decides(doc):
     terminal's table is goodput's; output throughput then says where each target is better."""
     d = copy.deepcopy(doc)
     d["run"]["settings"] = {"slo": {"ttft_ms": 200.0, "itl_ms": None, "tpot_ms": None, "e2e_ms": None}}
-    res = analyze_run(d)
-    assert res["decides"] == "goodput_requests_per_s" and analyze_run(doc)["decides"] == DECIDES
+    res = run_analysis(d).to_dict()
+    assert res["decides"] == "goodput_requests_per_s" and run_analysis(doc).to_dict()["decides"] == DECIDES
     per = res["workloads"]["freetext"]
     assert "enable" not in per[DECIDES]["recommendation"]
     assert "workload freetext: goodput" in crossover_tables(RunAnalysis.from_dict(res))
@@ -200,7 +200,7 @@ def test_the_terminal_shows_beside_a_win_only_the_latency_that_costs_and_why():
     from loadgen.analysis.compare import MetricResult
 
     d = run_doc(ladder=(1, 4, 16), workloads=("code",), flags=False)  # code: speculation +60 % at every C
-    res = analyze_run(d)
+    res = run_analysis(d).to_dict()
     per = res["workloads"]["code"]
     assert per[DECIDES]["verdict"] == "spec"
     bs, ss = ladder_with({1: 0.2, 4: 0.25, 16: 0.3}, hib=False)

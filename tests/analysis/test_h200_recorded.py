@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.analysis.compare import RunAnalysis, analyze_run
+from loadgen.analysis.compare import RunAnalysis, run_analysis
 from loadgen.analysis.coverage import not_comparable
 from loadgen.report.terminal import crossover_tables
 
@@ -24,7 +24,7 @@ def doc():
 
 @pytest.fixture(scope="module")
 def res(doc):
-    return analyze_run(doc)
+    return run_analysis(doc).to_dict()
 
 
 def test_the_unsteady_top_stages_are_named_and_not_compared(res):

@@ -8,6 +8,8 @@ no /metrics at all, pooled repeats — are exact; tests/report/test_serverview.p
 import orjson
 import pytest
 
+from loadgen.analysis.compare import DECIDES, MetricResult, RunAnalysis
+from loadgen.analysis.results import Crossover, MetricAnalysis
 from loadgen.analysis.serverview import NO_BLOCK, ServerView, batch_at, server_view
 
 
@@ -34,10 +36,17 @@ def stage(target, c, server, wl="chat", incomplete=False):
             "cut": {"phase": "window"} if incomplete else None}
 
 
-def res_with(*crossovers, wl="chat"):
-    xs = [{"estimate": e, "ci_low": lo, "ci_high": hi, "direction": d} for e, lo, hi, d in crossovers]
-    return {"baseline": "baseline", "spec": "spec",
-            "workloads": {wl: {"output_tokens_per_s": {"analysis": {"crossovers": xs}}}}}
+def ra_with(*crossovers, wl="chat") -> RunAnalysis:
+    """A run's analysis holding only the given output-throughput crossovers (estimate, low, high, direction)."""
+    xs = [Crossover(0, 0, e, lo, hi, d, 0.9, 0.9) for e, lo, hi, d in crossovers]
+    m = MetricResult("output throughput", "tok/s", MetricAnalysis(DECIDES, True, 0.9, 0.01, False, [], [], xs),
+                     "", "", "", False)
+    return RunAnalysis("baseline", "spec", 0.9, {wl: {DECIDES: m}}, {})
+
+
+def view_of(doc, *crossovers, wl="chat") -> ServerView:
+    ra = ra_with(*crossovers, wl=wl)
+    return server_view(doc, ra.baseline, ra.spec, ra.crossovers(DECIDES))
 
 
 def doc_of(*stages):
@@ -52,7 +61,7 @@ def test_rows_carry_the_measured_figures_and_skip_cut_stages():
         stage("spec", 16, block(16, 40.0)),  # incomplete: left out like everywhere in the analysis
         stage("spec", 16, block(16, 15.0), incomplete=True))
     doc["stages"].pop(2)
-    v = server_view(doc, res_with())
+    v = view_of(doc)
     (b4,), (s4,) = v.rows["chat"]["baseline"], v.rows["chat"]["spec"]
     assert (b4.concurrency, b4.running_mean, b4.running_p50) == (4, 4.0, 4.0)
     assert (s4.running_mean, s4.queued_mean, s4.kv_usage_mean) == (3.9, 0.5, 0.25)
@@ -66,7 +75,7 @@ def test_repeated_stages_pool_gauges_by_snapshot_count_and_acceptance_by_counter
               accepted_per_position=[70, 50, 0], acceptance_per_position=[0.7, 0.5, 0.0], tokens=(500, 500))
     b = block(8, gauge(8.0, n=6), drafts=300, accepted_tokens=240, draft_tokens=900,
               accepted_per_position=[150, 90, 0], acceptance_per_position=[0.5, 0.3, 0.0], tokens=(900, 901))
-    v = server_view(doc_of(stage("spec", 8, a), stage("spec", 8, b)), res_with())
+    v = view_of(doc_of(stage("spec", 8, a), stage("spec", 8, b)))
     (r,) = v.rows["chat"]["spec"]
     assert r.stages == 2 and r.running_mean == pytest.approx((6 * 2 + 8 * 6) / 8)
     assert r.running_p50 == 7.0  # the median of the two windows' medians
@@ -76,8 +85,8 @@ def test_repeated_stages_pool_gauges_by_snapshot_count_and_acceptance_by_counter
 
 
 def test_crossover_maps_linearly_in_c_between_measured_stages():
-    rows = server_view(doc_of(stage("spec", 4, block(4, 4.0)), stage("spec", 16, block(16, 12.0)),
-                              stage("spec", 64, block(64, 48.0, verdict="capped", cap=48))), res_with()).rows
+    rows = view_of(doc_of(stage("spec", 4, block(4, 4.0)), stage("spec", 16, block(16, 12.0)),
+                          stage("spec", 64, block(64, 48.0, verdict="capped", cap=48)))).rows
     spec = rows["chat"]["spec"]
     b = batch_at(spec, 10.0)
     assert (b.running, b.below, b.above, b.at_cap) == (8.0, 4, 16, False)  # 4 + (10-4)/(16-4)·(12-4)
@@ -91,7 +100,7 @@ def test_crossover_maps_linearly_in_c_between_measured_stages():
 def test_a_server_that_runs_below_c_gives_its_batch_not_c():
     """C=32 kept open, the server ran ~9.5 at once (prefill interleaving, a small KV pool): the threshold says 9.5."""
     doc = doc_of(stage("spec", 8, block(8, 7.8)), stage("spec", 32, block(32, 9.5, queued=22.0, verdict="below C")))
-    v = server_view(doc, res_with((32.0, 8.0, 32.0, "spec_to_baseline")))
+    v = view_of(doc, (32.0, 8.0, 32.0, "spec_to_baseline"))
     (t,) = v.thresholds["chat"]
     assert t.estimate.running == 9.5 and t.low.running == 7.8 and t.high.running == 9.5
     assert t.estimate.c == 32.0 and not t.estimate.at_cap
@@ -101,7 +110,7 @@ def test_a_server_that_runs_below_c_gives_its_batch_not_c():
 def test_at_the_cap_is_flagged_only_between_capped_stages():
     doc = doc_of(stage("spec", 16, block(16, 16.0)),
                  *(stage("spec", c, block(c, 48.0, queued=c - 48, verdict="capped", cap=48)) for c in (64, 128)))
-    v = server_view(doc, res_with((90.0, 70.0, 120.0, "baseline_to_spec"), (30.0, 20.0, 40.0, "spec_to_baseline")))
+    v = view_of(doc, (90.0, 70.0, 120.0, "baseline_to_spec"), (30.0, 20.0, 40.0, "spec_to_baseline"))
     lo, hi = v.thresholds["chat"]  # sorted by estimate
     assert (lo.estimate.c, lo.estimate.at_cap) == (30.0, False)
     assert (hi.estimate.c, hi.estimate.at_cap, hi.estimate.cap, hi.estimate.running) == (90.0, True, 48, 48.0)
@@ -110,7 +119,7 @@ def test_at_the_cap_is_flagged_only_between_capped_stages():
 def test_no_metrics_says_why_and_carries_no_figure():
     off = {"available": False, "reason": "http://127.0.0.1:9/metrics: HTTP 404", "url": "http://127.0.0.1:9/metrics"}
     doc = doc_of(stage("baseline", 4, block(4, 4.0)), stage("spec", 4, off), stage("spec", 16, dict(off)))
-    v = server_view(doc, res_with((8.0, 5.0, 12.0, "spec_to_baseline")))
+    v = view_of(doc, (8.0, 5.0, 12.0, "spec_to_baseline"))
     assert v.unavailable == {"spec": off["reason"]} and v.engine["spec"] == ""
     assert all(not r.available and r.running_mean is None and r.reason == off["reason"] for r in v.rows["chat"]["spec"])
     (t,) = v.thresholds["chat"]
@@ -119,14 +128,14 @@ def test_no_metrics_says_why_and_carries_no_figure():
 
 
 def test_no_running_gauge_or_no_block_is_not_measured_not_c():
-    v = server_view(doc_of(stage("spec", 4, block(4, None)), stage("spec", 16, block(16, None))),
-                    res_with((8.0, 5.0, 12.0, "spec_to_baseline")))
+    v = view_of(doc_of(stage("spec", 4, block(4, None)), stage("spec", 16, block(16, None))),
+                (8.0, 5.0, 12.0, "spec_to_baseline"))
     assert v.thresholds["chat"][0].estimate.running is None
     assert "no running-requests gauge" in v.thresholds["chat"][0].estimate.why
     old = doc_of(stage("spec", 4, None), stage("baseline", 4, None))
     for s in old["stages"]:
         del s["server"]
-    v = server_view(old, res_with((8.0, 5.0, 12.0, "spec_to_baseline")))
+    v = view_of(old, (8.0, 5.0, 12.0, "spec_to_baseline"))
     assert v.unavailable == {"baseline": NO_BLOCK, "spec": NO_BLOCK}
 
 
@@ -134,7 +143,7 @@ def test_llamacpp_busy_slots_and_foreign_blocks():
     lc = block(4, 3.0, engine="llama.cpp", mean_busy_per_step=2.75)
     junk = {"available": True, "gauges": "x", "checks": [1], "notes": "n"}
     doc = doc_of(stage("spec", 4, lc), stage("spec", 8, junk), {"target": "spec"}, "not a stage")
-    v = server_view(doc, res_with())
+    v = view_of(doc)
     r4, r8 = v.rows["chat"]["spec"]
     assert (r4.engine, r4.busy_per_step, r4.running_mean) == ("llama.cpp", 2.75, 3.0)
     assert r8.available and r8.running_mean is None and r8.running_verdict == "not measured"
@@ -142,6 +151,6 @@ def test_llamacpp_busy_slots_and_foreign_blocks():
 
 def test_round_trip_through_json():
     doc = doc_of(stage("spec", 4, block(4, 4.0, acceptance_per_position=[0.5])), stage("spec", 16, block(16, 15.0)))
-    v = server_view(doc, res_with((8.0, 5.0, 40.0, "spec_to_baseline")))
+    v = view_of(doc, (8.0, 5.0, 40.0, "spec_to_baseline"))
     back = ServerView.from_dict(orjson.loads(orjson.dumps(v.to_dict())))
     assert back == v and back.thresholds["chat"][0].high.running is None

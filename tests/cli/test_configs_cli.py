@@ -81,12 +81,12 @@ def test_a_dead_candidate_and_a_reference_that_dies_are_named_and_the_rest_compa
     assert "2 of 3 configurations" in p.stdout and "gone is not compared: every request failed" in p.stdout
 
     # the reference's server dies during its C=4 stage: every request there failed
-    from loadgen.analysis.compare import analyze_run
+    from loadgen.analysis.compare import run_analysis
 
     for s in doc["stages"]:
         if s["target"] == "base" and s["concurrency"] == 4:
             s["requests"].update(completed=0, failed=7, failures={"reset": {"count": 7, "first_message": "reset"}})
-    res = analyze_run(doc)
+    res = run_analysis(doc).to_dict()
     r = res["configs"]["chat"]["output_tokens_per_s"]
     assert r["unmeasured"] == {"base": "every request failed at C=4 (reset: reset)"}
     at = {a["concurrency"]: a for a in r["at"]}

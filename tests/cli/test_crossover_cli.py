@@ -334,3 +334,27 @@ def test_the_time_estimate_is_a_range_the_run_falls_inside(xo):
         e = _minutes(elapsed)
         slack = 3.5  # the printed precision: whole seconds, or a tenth of a minute
         assert e + lo - slack <= total <= e + hi + slack, (i, elapsed, left, total)
+
+
+def test_refine_measures_inside_the_crossover_and_the_ladder_declares_it(cli, tmp_path):
+    """--refine on a ladder of concurrencies: the crossover (C≈12 in the model) lies in the ladder's one gap,
+    1-30, so the first stages added are its geometric middle, C=5, for both targets; the next (the budget's
+    second) lies in whichever gap then holds most of the interval. The added stages place the crossover; the
+    ladder alone declares it (run.ladder stays 1, 30)."""
+    out = tmp_path / "xo"
+    p = cli("crossover", "--ladder", "1,30", "--duration", "3s", "--warmup", "1s", "--sim-time-scale", "5",
+            "--refine", "--refine-budget", "2", "--out", str(out), "--no-report")
+    assert p.returncode == 0, p.stderr
+    said = [line.split("refining: adding ", 1)[1] for line in p.stderr.splitlines() if "refining: adding" in line]
+    assert said[0] == "chat@C=5", said
+    added = [int(x.removeprefix("chat@C=")) for line in said for x in line.split(", ")]
+    assert len(added) <= 2 and len(set(added)) == len(added), added
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["run"]["ladder"] == [1, 30]
+    ran = sorted((s["concurrency"], s["target"]) for s in doc["stages"])
+    assert ran == sorted((c, t) for c in (1, 30, *added) for t in ("baseline", "spec")), ran
+    res = json.loads((out / "crossover.json").read_text())
+    comps = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["comparisons"]
+    compared = {c for c in res["coverage"]["chat"]["compared"]}
+    assert {c["concurrency"] for c in comps} == compared and set(added) <= compared | {
+        s["concurrency"] for s in doc["stages"] if why_unusable(s)}

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
+from loadgen.analysis.compare import RunAnalysis
 from loadgen.report import charts as plots
 from loadgen.histograms import Hist
 from loadgen.report.figures import mean_interval, percentile_curve
@@ -26,7 +27,7 @@ def test_render_computes_missing_analysis_and_writes_pngs_in_seconds(synth_run, 
     assert not (synth_run / "crossover.json").exists()  # rendered from run.json alone
     out = rendered.dir
     assert (out / "report.html").stat().st_size > 50_000
-    assert (out / "crossover.json").exists()  # computed with analyze_run and kept
+    assert (out / "crossover.json").exists()  # computed (loadgen.analysis.answer) and kept
     pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert pngs == ["chat-latency.png", "chat-throughput.png", "code-latency.png", "code-throughput.png"]
     for p in (out / "plots").glob("*.png"):
@@ -115,7 +116,7 @@ def test_no_crossover_no_hint_and_no_marks(tmp_path):
     doc = run_doc(ladder=(1, 5), workloads=("code",), flags=False)
     out = write_run(tmp_path / "r", doc)
     text = _html(render(out, png=False))
-    res = orjson.loads((out / "crossover.json").read_bytes())
+    res = RunAnalysis.from_dict(orjson.loads((out / "crossover.json").read_bytes()))
     assert threshold_hint(doc, res) is None
     assert "crossover interval" not in text and "running batch" not in text
     assert "No flags" in text
@@ -125,7 +126,7 @@ def test_no_crossover_no_hint_and_no_marks(tmp_path):
 def test_hint_without_a_measured_running_batch_stays_in_concurrency_terms(synth_dir):
     """The synthetic stages have no server block: the hint must not assume the running batch is C (issue 14)."""
     doc = orjson.loads((synth_dir / "run.json").read_bytes())
-    res = orjson.loads((synth_dir / "crossover.json").read_bytes())
+    res = RunAnalysis.from_dict(orjson.loads((synth_dir / "crossover.json").read_bytes()))
     hint = threshold_hint(doc, res)
     assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms — chat: crossover at C≈")
     assert "its running batch is not measured" in hint and "max_running_requests (48)" in hint

@@ -19,12 +19,11 @@ import pytest
 
 from loadgen.analysis.answer import analyse
 from loadgen.analysis.compare import RunAnalysis
-from loadgen.analysis.serverview import server_view
 from loadgen.report.html import render
 from loadgen.report.serverview import server_html
 from loadgen.report.terminal import summary_text
 from loadgen.report.words import fmt_c, threshold_hint
-from tests.analysis.test_serverview import block, doc_of, res_with, stage
+from tests.analysis.test_serverview import block, doc_of, ra_with, stage, view_of
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +108,7 @@ def test_live_threshold_is_the_crossover_through_the_measured_batch(sim_run, tmp
     assert all(w is not None for w in want)
     rule = (f"chat: speculation off below a running batch of ≈{fmt_c(want[0])} ({fmt_c(want[1])}–{fmt_c(want[2])}), "
             "on above it")
-    hint = threshold_hint(doc, res)
+    hint = threshold_hint(doc, RunAnalysis.from_dict(res))
     print("\nthreshold sentence:", hint)
     assert hint.startswith("For vLLM: as an adaptive threshold in the running batch spec's server measured")
     assert rule in hint and "≈ C" not in hint
@@ -129,7 +128,7 @@ def test_live_without_metrics_on_the_spec_server_says_so_once_and_invents_nothin
     assert part.count(f"spec: no server figures — {reason}") == 1
     assert "\nspec\n" not in part and "acceptance from its counters" not in part  # no table, no figure
     assert "\nbaseline\n" in part  # the baseline's server still had its figures
-    hint = threshold_hint(doc, res)
+    hint = threshold_hint(doc, RunAnalysis.from_dict(res))
     assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms — chat: crossover at C≈")
     assert f"its running batch is not measured: {reason}" in hint and "below a running batch" not in hint
 
@@ -138,7 +137,7 @@ def test_live_interval_beyond_the_measured_stages_is_not_extrapolated(sim_run):
     doc, res = _given_crossover(sim_run)
     x = res["workloads"]["chat"]["output_tokens_per_s"]["analysis"]["crossovers"][0]
     x["ci_high"] = 200.0
-    hint = threshold_hint(doc, res)
+    hint = threshold_hint(doc, RunAnalysis.from_dict(res))
     assert re.search(r"below a running batch of ≈[\d.]+ \([\d.]+–\?\)", hint), hint
     assert "the interval's upper end (C≈200) has no running batch: not measured: C=200 lies outside the stages " \
            "with a running batch (C=1–64)" in hint
@@ -146,8 +145,8 @@ def test_live_interval_beyond_the_measured_stages_is_not_extrapolated(sim_run):
 
 def test_two_crossovers_become_an_on_off_rule_on_the_measured_batch():
     doc = doc_of(*(stage("spec", c, block(c, r)) for c, r in ((10, 10.0), (20, 18.0), (40, 30.0), (80, 60.0))))
-    res = res_with((43.0, 31.0, 56.0, "baseline_to_spec"), (23.0, 20.0, 29.0, "spec_to_baseline"))
-    hint = threshold_hint(doc, res)
+    ra = ra_with((43.0, 31.0, 56.0, "baseline_to_spec"), (23.0, 20.0, 29.0, "spec_to_baseline"))
+    hint = threshold_hint(doc, ra)
     # 23 → 18 + 3/20·12 = 19.8; 20 → 18; 29 → 18 + 9/20·12 = 23.4
     # 43 → 30 + 3/40·30 = 32.25; 31 → 24.6; 56 → 42
     assert ("chat: speculation on below a running batch of ≈20 (18–23), off from there to ≈32 (25–42), "
@@ -157,15 +156,15 @@ def test_two_crossovers_become_an_on_off_rule_on_the_measured_batch():
 
 def test_a_server_below_c_and_one_at_its_cap():
     below = doc_of(stage("spec", 8, block(8, 7.8)), stage("spec", 32, block(32, 9.5, queued=22, verdict="below C")))
-    hint = threshold_hint(below, res_with((32.0, 8.0, 32.0, "spec_to_baseline")))
+    hint = threshold_hint(below, ra_with((32.0, 8.0, 32.0, "spec_to_baseline")))
     assert "speculation on below a running batch of ≈9.5 (7.8–9.5), off above it" in hint  # not ≈32
     capped = doc_of(stage("spec", 16, block(16, 16.0)),
                     *(stage("spec", c, block(c, 48.0, queued=c - 48, verdict="capped", cap=48)) for c in (64, 128)))
-    hint = threshold_hint(capped, res_with((90.0, 70.0, 120.0, "baseline_to_spec")))
+    hint = threshold_hint(capped, ra_with((90.0, 70.0, 120.0, "baseline_to_spec")))
     assert hint.startswith("For SGLang: no adaptive threshold in batch-size terms")
     assert "at C≈90 the server ran at its cap of 48 requests (measured) and further requests queued, so that " \
            "crossover is not a batch-size threshold" in hint
-    view = server_view(capped, res_with((90.0, 70.0, 120.0, "baseline_to_spec")))
+    view = view_of(capped, (90.0, 70.0, 120.0, "baseline_to_spec"))
     text = _text(server_html(view, "chat"))
     assert " | 64 | 48 | 48 | 48 | capped (48) | 16 | " in text and "No adaptive threshold in batch-size terms." in text
 
@@ -173,11 +172,11 @@ def test_a_server_below_c_and_one_at_its_cap():
 def test_llamacpp_busy_slots_column_and_a_stage_without_figures():
     off = {"available": False, "reason": "not scraped at the window close"}
     doc = doc_of(stage("spec", 4, block(4, 3.0, engine="llama.cpp", mean_busy_per_step=2.75)), stage("spec", 8, off))
-    view = server_view(doc, res_with())
+    view = view_of(doc)
     text = _text(server_html(view, "chat"))
     assert "busy slots / decode step" in text and " | 4 | 3 | 3 | 3 | runs C | 0 | 2.75 | 25 % | " in text
     assert " | 8 | no server figures: not scraped at the window close" in text
-    assert threshold_hint(doc, res_with()) is None  # no crossover, no threshold
+    assert threshold_hint(doc, ra_with()) is None  # no crossover, no threshold
 
 
 def test_acceptance_per_position_says_when_drafts_stopped_short_of_k():
@@ -192,11 +191,11 @@ def test_acceptance_per_position_says_when_drafts_stopped_short_of_k():
     doc = doc_of(*[s for s in real["stages"] if s["target"] == "spec" and "predictable" in s["workloads"]])
     for s in doc["stages"]:
         s["workloads"] = {"chat": s["workloads"]["predictable"]}
-    text = _text(server_html(server_view(doc, res_with()), "chat"))
+    text = _text(server_html(view_of(doc), "chat"))
     assert "acceptance from its counters" in text and "position 4" in text and "never reached" not in text
     c2 = next(s["server"] for s in doc["stages"] if s["concurrency"] == 2)
     c2["drafts"], c2["draft_tokens"] = 45, 140
-    text = _text(server_html(server_view(doc, res_with()), "chat"))
+    text = _text(server_html(view_of(doc), "chat"))
     assert "drafts proposed 3.1–4.0 of 4 tokens on average" in text and "never reached it" in text, text
 
 
@@ -212,6 +211,7 @@ def test_the_terminal_hint_follows_the_deciding_metric():
     given = copy.deepcopy(chat["decode_rate"]["analysis"]["crossovers"])
     chat["goodput_requests_per_s"]["analysis"]["crossovers"] = given
     res["decides"] = "goodput_requests_per_s"
-    hint = threshold_hint(doc, res, "goodput_requests_per_s")
-    assert hint != threshold_hint(doc, res) and "crossover at C≈7.8" in hint
-    assert summary_text(doc, RunAnalysis.from_dict(res)).splitlines()[1] == f"  {hint}"
+    ra = RunAnalysis.from_dict(res)
+    hint = threshold_hint(doc, ra, "goodput_requests_per_s")
+    assert hint != threshold_hint(doc, ra) and "crossover at C≈7.8" in hint
+    assert summary_text(doc, ra).splitlines()[1] == f"  {hint}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadgen.analysis.compare import RunAnalysis, analyze_run, run_analysis
+from loadgen.analysis.compare import RunAnalysis, run_analysis
 from loadgen.report.html import render
 from loadgen.report.terminal import crossover_tables, summary_text
 from tests.report.synth import CLIENT_ADVICE, cut_run_doc, run_doc, write_run
@@ -107,14 +107,14 @@ def test_older_files_fall_back_to_ladder_and_workloads():
     """run.json from before planned_stages/cut: the plan is ladder × workloads × both targets."""
     doc = run_doc(ladder=(1, 5), workloads=("code",), flags=False)
     doc["run"]["ladder"] = [1, 5, 30]
-    res = analyze_run(doc)
+    res = run_analysis(doc).to_dict()
     assert res["coverage"]["code"]["missing"] == [{"concurrency": 30, "why": "not run"}]
     rec = res["workloads"]["code"]["output_tokens_per_s"]["recommendation"]
     assert rec == ("output throughput: speculation wins at every measured concurrency (C=1–5); no crossover. "
                    "Measured C=1–5 of the planned C=1–30; not compared: C=30 (not run).")
     # refinement stages are measured, not missing
     doc["run"]["ladder"] = [1]
-    res = analyze_run(doc)
+    res = run_analysis(doc).to_dict()
     assert res["coverage"]["code"]["missing"] == [] and res["coverage"]["code"]["compared"] == [1, 5]
     assert res["workloads"]["code"]["output_tokens_per_s"]["caveat"] == ""
 
@@ -123,7 +123,7 @@ def test_flagged_stages_are_named_in_the_verdict():
     doc = run_doc()  # chat: baseline C=1 client-bound, baseline C=5 approximate counts, spec C=100 failures
     note = "the load was not measured steady before the warm-up's cap (0.8 s): the window opened there"
     doc["stages"][1]["notes"] = [note]  # spec C=1 of chat
-    res = analyze_run(doc)
+    res = run_analysis(doc).to_dict()
     chat = res["workloads"]["chat"]["output_tokens_per_s"]
     assert chat["caveat"] == ("Flagged (figures may be distorted): baseline client-bound at C=1; spec noted: the load "
                               "was not measured steady before the warm-up's cap at C=1; baseline approximate token "
@@ -142,12 +142,12 @@ def test_a_stage_cut_in_the_cool_down_is_compared_and_flagged():
         s = doc["stages"][3]  # spec C=5
         s["incomplete"] = incomplete
         s["cut"] = {"phase": "cool-down", "at_s": 39.2, "by": "max-run-time"}
-        res = analyze_run(doc)
+        res = run_analysis(doc).to_dict()
         assert res["coverage"]["code"]["compared"] == [1, 5] and res["coverage"]["code"]["missing"] == []
         caveat = res["workloads"]["code"]["output_tokens_per_s"]["caveat"]
         assert "spec cut in the cool-down at 39 s by --max-run-time at C=5" in caveat, caveat
     s["cut"]["phase"] = "window"  # a window cut short is not compared
-    res = analyze_run(doc)
+    res = run_analysis(doc).to_dict()
     assert res["coverage"]["code"]["compared"] == [1]
 
 
