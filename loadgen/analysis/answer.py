@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from loadgen import redact
 from loadgen.errors import LoadgenError
+
+if TYPE_CHECKING:  # imported where used: the axis test and the file's reader need neither
+    from loadgen.analysis.compare import RunAnalysis
+    from loadgen.analysis.rates import RateAnalysis
 
 CONCURRENCY = "concurrency"
 RATE = "rate"
@@ -42,7 +46,7 @@ class Answer:
     the concurrency axis, a RateAnalysis on the rate axis."""
 
     axis: str
-    result: Any
+    result: RunAnalysis | RateAnalysis
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -95,7 +99,7 @@ def slos_asked(doc: dict) -> list:
         return []
 
 
-def _typed(axis: str, d: dict):
+def _typed(axis: str, d: dict) -> RunAnalysis | RateAnalysis:
     from loadgen.analysis.compare import RunAnalysis
     from loadgen.analysis.rates import RateAnalysis
 
