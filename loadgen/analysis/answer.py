@@ -150,7 +150,7 @@ def load(out: Path, doc: dict, *, confidence: float | None = None, force: bool =
     if axis == RATE and old and old.get("slos"):
         from loadgen.analysis.rates import SloTerm
 
-        slos = [SloTerm(s["key"], float(s["percentile"]), float(s["limit_ms"])) for s in old["slos"]]
+        slos = [SloTerm.from_dict(s) for s in old["slos"]]
     level = confidence if confidence is not None else (old or {}).get("confidence", DEFAULT_CONFIDENCE)
     try:
         answer = analyse(doc, confidence=level, slos=slos)

@@ -85,6 +85,11 @@ class SloTerm:
     percentile: float
     limit_ms: float
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "SloTerm":
+        """As rates.json holds it (its ``text`` is derived)."""
+        return cls(d["key"], float(d["percentile"]), float(d["limit_ms"]))
+
     @property
     def metric(self) -> str:
         return SLO_METRIC[self.key]
@@ -299,7 +304,7 @@ class RateAnalysis:
     @classmethod
     def from_dict(cls, d: dict) -> "RateAnalysis":
         return cls(d["reference"], list(d["candidates"]), d["confidence"],
-                   [SloTerm(s["key"], float(s["percentile"]), float(s["limit_ms"])) for s in d.get("slos") or []],
+                   [SloTerm.from_dict(s) for s in d.get("slos") or []],
                    {wl: [RatePoint.from_dict(p) for p in ps] for wl, ps in (d.get("points") or {}).items()},
                    {wl: {t: Saturates.from_dict(x) for t, x in per.items()}
                     for wl, per in (d.get("saturation") or {}).items()},

@@ -253,7 +253,8 @@ class Checked:
     """The simulator's own value (a C, a rate, a relative gap); None where it has none."""
     covered: bool
     label: str = ""
-    """The configuration it is about (an adaptive one's gap); "" for the reference against the candidate."""
+    """The configuration it is about (an adaptive one's gap, the configuration a switch leaves); "" for a
+    crossover of the reference against the candidate."""
     at: float | None = None
     """The C or the rate it is about (a gap); None for a crossover or a switch."""
     envelope: str = ""
