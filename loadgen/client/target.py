@@ -7,14 +7,14 @@ from urllib.parse import urlparse
 
 from loadgen import redact
 from loadgen.errors import LoadgenError
-from loadgen.client.protocols import PROTOCOLS, Protocol, get_protocol
+from loadgen.client.protocols import DEFAULT_PROTOCOL, PROTOCOLS, Protocol, get_protocol
 
 
 @dataclass
 class Target:
     label: str
     url: str
-    protocol: str = "sglang"
+    protocol: str = DEFAULT_PROTOCOL
     model: str = "default"
     headers: dict = field(default_factory=dict)
     spec_details: bool = False

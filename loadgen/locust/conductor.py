@@ -70,8 +70,7 @@ REPORT_GRACE_S = 30.0
 
 def open_rates(cfg: RampConfig) -> tuple[float, ...] | None:
     """The open-loop ladder (--rate, req/s), or None for a concurrency ramp."""
-    rates = getattr(cfg, "rate", None)
-    return tuple(rates) if rates else None
+    return tuple(cfg.rate) if cfg.rate else None
 
 
 def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") -> list[StagePlan]:
@@ -81,34 +80,19 @@ def build_plans(cfg: RampConfig, targets: list[TargetConf], run_id: str = "") ->
     target at a rate gets the same schedule (seeded by the run's seed and the rate) and the same prompts
     (seed + step); each stage's concurrency is then the in-flight cap (0: none)."""
     rates = open_rates(cfg)
-    cap = int(getattr(cfg, "max_in_flight", None) or 0)
-    open_kw = {}
-    if rates:
-        open_kw = {"arrival": getattr(cfg, "arrival", None) or "poisson",
-                   "max_lag_ms": float(getattr(cfg, "max_dispatch_lag_ms", None) or 10.0)}
-    plans = []
-    repeats = int(getattr(cfg, "repeat", None) or 1)
-    for slot in ramp_slots(cfg, targets):
-        if rates:
-            open_kw["rate"] = float(slot.value)
-        plans.append(StagePlan(
-            index=slot.index, step=slot.step, target=slot.target.as_dict(),
-            repeat=slot.repeat if repeats > 1 else None,
-            concurrency=cap if rates else slot.value,
-            warmup_s=cfg.warmup_s, duration_s=cfg.duration_s, requests=cfg.requests, bin_s=cfg.bin_s,
-            max_cooldown_s=cfg.max_cooldown_s, seed=cfg.seed, workload=slot.workload,
-            prompt_tokens=cfg.prompt_tokens, max_tokens=cfg.max_tokens, ignore_eos=cfg.ignore_eos,
-            turns=cfg.turns, think_s=cfg.think_s, shared_prefix=cfg.shared_prefix, prefix_ratio=cfg.prefix_ratio,
-            tokenizer=cfg.tokenizer, slo=dict(cfg.slo), connect_timeout_s=cfg.connect_timeout_s,
-            read_timeout_s=cfg.read_timeout_s, loop=cfg.loop, run_id=run_id, **open_kw,
-        ))
-    return plans
+    cap = int(cfg.max_in_flight or 0)
+    knobs = cfg.stage_knobs()
+    return [StagePlan(index=slot.index, step=slot.step, target=slot.target.as_dict(),
+                      concurrency=cap if rates else slot.value, knobs=knobs, workload=slot.workload,
+                      repeat=slot.repeat if cfg.repeat > 1 else None, run_id=run_id,
+                      rate=float(slot.value) if rates else None)
+            for slot in ramp_slots(cfg, targets)]
 
 
 def ramp_slots(cfg: RampConfig, targets: list[TargetConf]) -> list:
     """The ramp's stages in the one stage order (loadgen.run.order.stage_order): what the stop conditions read."""
     rates = open_rates(cfg)
-    repeats = int(getattr(cfg, "repeat", None) or 1)
+    repeats = cfg.repeat
     if repeats > 1 and rates:
         raise LoadgenError("run.repeat is for a ladder of concurrencies: the rate analysis reads one stage per rate")
     return list(stage_order(targets, rates or cfg.ladder, [cfg.workload], axis="rate" if rates else "concurrency",
@@ -120,9 +104,8 @@ def open_meta(cfg: RampConfig, rates: tuple[float, ...] | None) -> dict:
     schedule was drawn); nothing for a concurrency ramp."""
     if not rates:
         return {}
-    return {"open_loop": {"axis": "rate", "arrival": getattr(cfg, "arrival", None) or "poisson",
-                          "max_in_flight": getattr(cfg, "max_in_flight", None),
-                          "max_dispatch_lag_ms": getattr(cfg, "max_dispatch_lag_ms", None), "trace": None,
+    return {"open_loop": {"axis": "rate", "arrival": cfg.arrival, "max_in_flight": cfg.max_in_flight,
+                          "max_dispatch_lag_ms": cfg.max_dispatch_lag_ms, "trace": None,
                           "ladder": list(rates)}}
 
 
@@ -154,9 +137,9 @@ class _Running:
         return [w for w in self.expected if w not in self.parts and w not in self.lost]
 
     def deadline(self) -> float:
-        p = self.plan
-        length = p.duration_s if p.duration_s is not None else 60.0
-        return self.begun + START_LEAD_S + p.warmup_s + length + p.max_cooldown_s + REPORT_GRACE_S
+        k = self.plan.knobs
+        length = k.duration_s if k.duration_s is not None else 60.0
+        return self.begun + START_LEAD_S + k.warmup_s + length + k.max_cooldown_s + REPORT_GRACE_S
 
 
 class Conductor:
@@ -208,9 +191,9 @@ class Conductor:
         lead = SPAWN_S + (START_LEAD_S if self.distributed else 0.0)
         # the ramp's stop conditions, as the scripted ramp's (run/stops.py); a Locust stage's length is its plan's
         self.stops: list[stops.Stop] = [
-            Saturation(bool(getattr(self.cfg, "past_saturation", False))),
-            Deadline(getattr(self.cfg, "max_run_s", None), time.monotonic(),
-                     lambda i: lead + self.plans[i].warmup_s + (self.plans[i].duration_s or 0.0), len(self.plans))]
+            Saturation(self.cfg.past_saturation),
+            Deadline(self.cfg.max_run_s, time.monotonic(),
+                     lambda i: lead + self.cfg.warmup_s + (self.cfg.duration_s or 0.0), len(self.plans))]
         self.pos = 0
         self.cur = None
         self.stages = []
@@ -322,7 +305,7 @@ class Conductor:
         plan.host = socket.gethostname()
         plan.cpus = self.cpus
         # the master scrapes a window whose end it knows ahead (not one that closes on a request count)
-        plan.scraped = plan.duration_s is not None
+        plan.scraped = plan.knobs.duration_s is not None
         if self.executor is not None:
             reset = self._reset(plan)
             plan.shares = {"local": 0}
@@ -355,8 +338,9 @@ class Conductor:
                         lambda: self._broadcast("loadgen_scraped", {"key": plan.key}))
             self._broadcast("loadgen_stage", plan.to_msg())
         log.info("loadgen: stage %d/%d: %s %s (warm-up %gs, %s)%s", plan.index + 1, len(self.plans), plan.label,
-                 plan.load_words, plan.warmup_s,
-                 f"window {plan.duration_s:g}s" if plan.duration_s is not None else f"{plan.requests} requests",
+                 plan.load_words, plan.knobs.warmup_s,
+                 f"window {plan.knobs.duration_s:g}s" if plan.knobs.duration_s is not None
+                 else f"{plan.knobs.requests} requests",
                  f" on {len(plan.shares)} workers" if self.distributed else "")
         return True
 
@@ -374,9 +358,9 @@ class Conductor:
         cur = self.cur
         if self.executor is not None or cur.parts or cur.plan.open_loop:
             return []
-        p = cur.plan
-        if p.duration_s is not None and p.start_at_ns is not None:
-            end = p.start_at_ns + int((p.warmup_s + p.duration_s) * 1e9)
+        p, k = cur.plan, cur.plan.knobs
+        if k.duration_s is not None and p.start_at_ns is not None:
+            end = p.start_at_ns + int((k.warmup_s + k.duration_s) * 1e9)
             if time.perf_counter_ns() >= end:
                 return []
         return [w for w in self._live_workers() if w not in cur.expected]
@@ -518,8 +502,8 @@ class Conductor:
             for r in results[1:]:
                 merged.merge(r)
         else:
-            length = plan.duration_s or 1.0
-            acc = StageAccumulator(0, int(length * 1e9), int((plan.bin_s or length / 20) * 1e9))
+            length = plan.knobs.duration_s or 1.0
+            acc = StageAccumulator(0, int(length * 1e9), int((plan.knobs.bin_s or length / 20) * 1e9))
             merged = acc.result(target=plan.label, url=plan.target["url"], protocol=plan.target.get("protocol", ""),
                                 concurrency=plan.concurrency, stage_index=plan.index)
             merged.processes = 0
@@ -580,13 +564,13 @@ class Conductor:
         if self.executor is not None and self.executor.stage is not None:
             phase = self.executor.stage.phase
             return "writing results" if phase == "done" else phase
-        p = cur.plan
+        k = cur.plan.knobs
         t = time.monotonic() - cur.begun - START_LEAD_S
         if t < 0:
             return "preparing"
-        if t < p.warmup_s:
+        if t < k.warmup_s:
             return "warm-up"
-        if p.duration_s is not None and t < p.warmup_s + p.duration_s:
+        if k.duration_s is not None and t < k.warmup_s + k.duration_s:
             return "window"
         return "cool-down"
 

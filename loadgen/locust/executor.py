@@ -56,7 +56,7 @@ class Executor:
             except (AttributeError, OSError):
                 pass
         if self.bridge is None:
-            self.bridge = Bridge(plan.loop).start()
+            self.bridge = Bridge(plan.knobs.loop).start()
         bridge, protocol = self.bridge, plan.target.get("protocol", "llm")
 
         def sink(batch: list) -> None:  # loop thread → hub → reporter greenlet

@@ -25,6 +25,7 @@ import sys
 from contextlib import ExitStack
 
 from loadgen import redact
+from loadgen.client.protocols import DEFAULT_PROTOCOL
 from loadgen.errors import LoadgenError
 
 from loadgen.settings import config as cfgmod
@@ -90,13 +91,13 @@ def check(cfg: RampConfig, options=None) -> RampConfig:
 
 def check_open(cfg: RampConfig) -> None:
     """The open-loop options make sense together (as ``loadgen run``'s front checks them): one line if not."""
-    rates = getattr(cfg, "rate", None)
-    if getattr(cfg, "trace", None):
+    rates = cfg.rate
+    if cfg.trace:
         raise LoadgenError(f"{cfg.source}: run.trace: the Locust ramp does not replay traces (loadgen run --trace "
                            "does); give --rate")
-    if getattr(cfg, "max_in_flight", None) is not None and not rates:
+    if cfg.max_in_flight is not None and not rates:
         raise LoadgenError("--max-in-flight is for open-loop stages: give --rate")
-    lag = getattr(cfg, "max_dispatch_lag_ms", None)
+    lag = cfg.max_dispatch_lag_ms
     if rates and lag is not None and not lag > 0:
         raise LoadgenError(f"--max-dispatch-lag must be > 0 ms, got {lag:g}")
 
@@ -195,11 +196,10 @@ def start_targets(cfg: RampConfig) -> tuple[list[TargetConf], dict, list[int] | 
     # can recompute the traffic the simulators saw for their own answer (sim.known).
     meta = {"simulator": {"profile": sim.profile, "modes": {m: m for m in sim.modes}, "time_scale": sim.time_scale,
                           "seed": sim.seed, "pinned_cpu": cpus[0] if pin else None,
-                          "metrics_flavour": sim.metrics_flavour, "faults": sim.faults, "protocol": "sglang",
+                          "metrics_flavour": sim.metrics_flavour, "faults": sim.faults, "protocol": DEFAULT_PROTOCOL,
                           "max_tokens": cfg.max_tokens, "prompt_tokens": cfg.prompt_tokens,
                           "ignore_eos": cfg.ignore_eos, "tokenizer": cfg.tokenizer, "prefix_cache": sim.prefix_cache,
-                          "sessions": {"turns": cfg.turns, "think_s": cfg.think_s, "shared_prefix": cfg.shared_prefix,
-                                       "prefix_ratio": cfg.prefix_ratio}}}
+                          "sessions": cfg.sessions().to_dict()}}
     return targets, meta, load_cpus
 
 

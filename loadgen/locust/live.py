@@ -114,12 +114,12 @@ class LiveStage:
         if plan.open_loop:
             # the schedule from the run's seed (the arrivals key it by rate too), the prompts from seed + step:
             # every target at a rate gets the same requests at the same planned instants
-            return pacing_for(plan.spec(), stream, plan.seed, self.share, self.n_shares, sleep=_sleep,
-                              sessions=plan.sessions())
+            return pacing_for(plan.spec(), stream, plan.knobs.seed, self.share, self.n_shares, sleep=_sleep,
+                              sessions=plan.knobs.sessions())
         users = range(max(1, math.ceil(plan.concurrency / self.n_shares)))
         # a Locust user holds its conversation as the runner's does: the session stays on the user's loop
         pacing = Closed(plan.requests_iter(self.share, self.n_shares, stream), users, plan.concurrency,
-                        sessions=plan.sessions())
+                        sessions=plan.knobs.sessions())
         # Locust decides how many of the users this process gets: the pool must not be what limits them
         pacing.connections = max(1, plan.concurrency)
         return pacing
@@ -144,15 +144,15 @@ class LiveStage:
         self._ready = asyncio.Event()
         self._pacing = pacing = self._pacing_of()
         tokenizer = None
-        if plan.tokenizer:
+        if plan.knobs.tokenizer:
             from loadgen.client.tokencount import load_counter
 
-            tokenizer = load_counter(plan.tokenizer)
+            tokenizer = load_counter(plan.knobs.tokenizer)
         try:
             with frozen_heap():
                 async with StreamClient(
                     self.target.url, self.target.make_protocol(), target=self.target.label,
-                    concurrency=pacing.connections, timeouts=plan.make_timeouts(),
+                    concurrency=pacing.connections, timeouts=plan.knobs.timeouts(),
                     headers=self.target.headers, tokenizer=tokenizer,
                 ) as client:
                     await client.warm(pacing.warm_connections)

@@ -13,14 +13,14 @@ import itertools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
-from loadgen.client.stream import Timeouts
+from loadgen.client.protocols import DEFAULT_PROTOCOL
 from loadgen.request import GenRequest
 from loadgen.run.order import fixed_spec, prompt_seed
 from loadgen.run.spec import StageSpec
 from loadgen.stage.load import LoadPoint
 from loadgen.stage.result import Slo
 from loadgen.client.target import Target
-from loadgen.workloads.sessions import SessionSpec
+from loadgen.settings.config import StageKnobs
 
 
 @dataclass
@@ -32,30 +32,13 @@ class StagePlan:
     target: dict
     concurrency: int
     """A closed loop's users; an open loop's in-flight cap (0: none)."""
+    knobs: StageKnobs
+    """The ramp's knobs every stage carries (settings/config.py): lengths, timeouts, sessions, SLOs, seed."""
+    workload: str
     repeat: int | None = None
     """Its pass over the ladder in a ramp with ``run.repeat`` (0 …, the results' ``repeat``); None without."""
-    warmup_s: float = 5.0
     spawn_s: float = 0.0
     """Locust spawns the stage's users within this long; they all start together after it (as the runner's)."""
-    duration_s: float | None = 30.0
-    requests: int | None = None
-    bin_s: float | None = None
-    max_cooldown_s: float = 600.0
-    seed: int = 0
-    workload: str = "chat"
-    prompt_tokens: str | None = None
-    max_tokens: str | None = None
-    ignore_eos: bool = False
-    turns: int = 1
-    think_s: float = 0.0
-    shared_prefix: int = 0
-    prefix_ratio: float = 1.0
-    """Multi-turn sessions, as ``loadgen run --turns`` holds them (loadgen/workloads/sessions.py)."""
-    tokenizer: str | None = None
-    slo: dict = field(default_factory=dict)
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 120.0
-    loop: str = "auto"
     run_id: str = ""
     attempt: int = 0
     """How often this stage was started over (a worker joined before its window closed): part of ``key``, so a
@@ -73,10 +56,7 @@ class StagePlan:
     window's edges (loadgen/locust/edges.py) and keeps its users going until the closing scrape is done."""
 
     rate: float | None = None
-    """Open loop: requests per second, sent at the planned times of ``arrival`` (None: a closed loop)."""
-    arrival: str = "poisson"
-    max_lag_ms: float = 10.0
-    """Open loop: a stage whose dispatch lag p99 exceeds this is flagged (the schedule was not kept)."""
+    """Open loop: requests per second, sent at the planned times of ``knobs.arrival`` (None: a closed loop)."""
 
     @property
     def open_loop(self) -> bool:
@@ -105,41 +85,36 @@ class StagePlan:
 
     @classmethod
     def from_msg(cls, d: dict) -> "StagePlan":
-        return cls(**d)
+        return cls(**{**d, "knobs": StageKnobs(**d["knobs"])})
 
     def make_target(self) -> Target:
         t = self.target
-        return Target(t["label"], t["url"], t.get("protocol", "sglang"), t.get("model", "default"),
+        return Target(t["label"], t["url"], t.get("protocol", DEFAULT_PROTOCOL), t.get("model", "default"),
                       dict(t.get("headers") or {}), bool(t.get("spec_details", False)))
 
     def spec(self) -> StageSpec:
         """The stage's window plan, as the conductor computed it: loadgen.run.order.fixed_spec, or for an
         open loop open_spec (a fixed warm-up, the arrivals, the cool-down bounded as ``loadgen run --rate``'s)."""
+        k = self.knobs
         if self.rate is not None:
             from loadgen.run.order import OpenPlan, open_spec
 
-            spec = open_spec(OpenPlan(self.arrival, self.concurrency, self.max_lag_ms), self.rate, self.warmup_s,
-                             None, duration_s=self.duration_s, requests=self.requests,
-                             max_cooldown_s=self.max_cooldown_s)
-            return replace(spec, bin_s=self.bin_s) if self.bin_s else spec  # open_spec's bins hold requests
-        return fixed_spec(self.concurrency, self.warmup_s, duration_s=self.duration_s, requests=self.requests,
-                          bin_s=self.bin_s, max_cooldown_s=self.max_cooldown_s)
-
-    def sessions(self) -> SessionSpec:
-        return SessionSpec(self.turns, self.think_s, self.shared_prefix, self.prefix_ratio)
+            spec = open_spec(OpenPlan(k.arrival, self.concurrency, k.max_dispatch_lag_ms), self.rate, k.warmup_s,
+                             None, duration_s=k.duration_s, requests=k.requests, max_cooldown_s=k.max_cooldown_s)
+            return replace(spec, bin_s=k.bin_s) if k.bin_s else spec  # open_spec's bins hold requests
+        return fixed_spec(self.concurrency, k.warmup_s, duration_s=k.duration_s, requests=k.requests,
+                          bin_s=k.bin_s, max_cooldown_s=k.max_cooldown_s)
 
     def make_slo(self) -> Slo:
-        return Slo(**self.slo)
-
-    def make_timeouts(self) -> Timeouts:
-        return Timeouts(connect_s=self.connect_timeout_s, read_s=self.read_timeout_s)
+        return Slo(**self.knobs.slo)
 
     def stream(self) -> Iterator[GenRequest]:
         """The stage's whole request sequence (seed + ladder step, and its pass)."""
         from loadgen.workloads import Lengths, resolve
 
-        lengths = Lengths.parse(self.prompt_tokens, self.max_tokens, self.tokenizer, self.ignore_eos)
-        return resolve(self.workload, lengths).requests(self.seed + prompt_seed(self.step, self.repeat or 0))
+        k = self.knobs
+        lengths = Lengths.parse(k.prompt_tokens, k.max_tokens, k.tokenizer, k.ignore_eos)
+        return resolve(self.workload, lengths).requests(k.seed + prompt_seed(self.step, self.repeat or 0))
 
     def requests_iter(self, share: int = 0, n_shares: int = 1,
                       stream: Iterator[GenRequest] | None = None) -> Iterator[GenRequest]:

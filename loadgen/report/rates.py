@@ -32,7 +32,7 @@ from loadgen.report.figures import write_page
 from loadgen.report.htmltables import chip
 from loadgen.report.page import Page, Section, assemble
 from loadgen.report.palette import palette, swatch
-from loadgen.report.speculation import timeline_part
+from loadgen.report.parts import stage_parts
 from loadgen.report.templates import fragment
 from loadgen.report.words import analysis_kind, capitalised, slug, without_metric
 
@@ -300,8 +300,9 @@ def _lead(res: RateAnalysis, wl: str) -> str:
 
 def workload_section(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, str], stages: list[dict] = (),
                      adaptive: list[str] = ()) -> Section:
-    """One workload's section; ``stages``: the run's, whose speculation timelines (a switching flag's evidence,
-    an adaptive configuration's seconds) close the section when there are any."""
+    """One workload's section; ``stages``: the run's, whose parts that read only stages (report/parts.py: the
+    speculation timeline, a switching flag's evidence and an adaptive configuration's seconds; sessions) close the
+    section when they have data."""
     anchor = "wl-" + slug(wl)
     ttft = latency_chart(res, wl, "TTFT from plan", [("ttft_planned_p50", "p50", False),
                                                      ("ttft_planned_p99", "p99", True)], lag, colours)
@@ -317,13 +318,8 @@ def workload_section(res: RateAnalysis, wl: str, lag: dict, colours: dict[str, s
         ttft=figure(ttft), tpot=figure(tpot), e2e=figure(e2e), achieved=figure(ach),
         table=point_table(res, wl, lag, colours), saturation=sat, metrics=metrics, compared=compared,
         capacity=capacity_html(res, wl, colours, margin),
-        timeline=_timeline([d for d in stages if wl == "all" or wl in (d.get("workloads") or {})], adaptive))
+        parts=stage_parts([d for d in stages if wl == "all" or wl in (d.get("workloads") or {})], adaptive))
     return Section(f'<a href="#{anchor}">{escape(wl)}</a>', html, [ttft, tpot, e2e, ach] + ([margin] if margin else []))
-
-
-def _timeline(stages: list[dict], adaptive: list[str]) -> str:
-    part = timeline_part(stages, list(adaptive))
-    return f"<h3>What speculation did, second by second</h3>{part}" if part else ""
 
 
 def offered_facts(doc: dict) -> list[tuple[str, str]]:

@@ -33,31 +33,13 @@ from loadgen.report.htmltables import chip, comparison_table, passes_table, stag
 from loadgen.report.inputs import Slice
 from loadgen.report.page import Section
 from loadgen.report.palette import colours_of
-from loadgen.report.sessions import session_table
-from loadgen.report.speculation import timeline_part
+from loadgen.report.parts import Part, stage_parts
 from loadgen.report.templates import fragment
 from loadgen.report.words import (capitalised, configs_kind, finding, kind_of, leans_against, metric_label,
                                   not_compared_sentence, slug, without_metric)
 
 LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"))
 """The latencies drawn by percentile (HDR), one chart each per stage."""
-
-
-@dataclass
-class Part:
-    """A heading and what it heads; :meth:`html` is "" when there is nothing under the heading."""
-
-    heading: str
-    body: str
-    level: int = 3
-
-    def has_data(self) -> bool:
-        return bool(self.body.strip())
-
-    def html(self) -> str:
-        if not self.has_data():
-            return ""
-        return f"<h{self.level}>{escape(self.heading)}</h{self.level}>{self.body}"
 
 
 def _grid(*figures: str, cls: str = "grid2") -> str:
@@ -174,7 +156,8 @@ def _detail(summary: str, *parts: str) -> str:
 def _figures_tail(ra: RunAnalysis, anchor: str, per_target: dict[str, dict[int, Slice]], ch: _Charts,
                   a: MetricAnalysis | None, server: str, decide_too: bool) -> list[str]:
     """The detail's parts after the metrics: charts against C (with the deciding metric's when the why has no
-    place for it), HDR, the server's view, every stage figure."""
+    place for it), HDR, the server's view, the parts that read only the stages (report/parts.py), every stage
+    figure."""
     small = dict(width=400, height=290)
     decide = figure(ch.decide, **small) if decide_too else ""
     figs = _grid(decide, figure(ch.ttft, **small), figure(ch.itl, **small), figure(ch.acceptance, **small),
@@ -184,10 +167,9 @@ def _figures_tail(ra: RunAnalysis, anchor: str, per_target: dict[str, dict[int, 
     stages = _stages(per_target)
     return [Part(heading, figs).html(),
             Part("Latency by percentile (HDR)", _hdr_tabs(ra, anchor, per_target, a)).html(),
-            Part("What speculation did, second by second", timeline_part(stages, ra.adaptive)).html(),
             server,
-            Part("Every stage figure", stage_table(ra, per_target)).html(),
-            Part("Multi-turn sessions, turn by turn", session_table(stages)).html()]
+            stage_parts(stages, ra.adaptive),
+            Part("Every stage figure", stage_table(ra, per_target)).html()]
 
 
 def _stages(per_target: dict[str, dict[int, Slice]]) -> list[dict]:

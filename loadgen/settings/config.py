@@ -25,7 +25,7 @@ from __future__ import annotations
 import signal
 import socket
 import tomli  # a declared dependency: tomllib is Python 3.11+, and the package supports 3.10
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,7 +33,8 @@ from urllib.parse import urlparse
 from loadgen import redact
 from loadgen.errors import LoadgenError
 from loadgen.metrics import SLO_METRICS
-from loadgen.client.protocols import PROTOCOLS
+from loadgen.client.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from loadgen.client.stream import Timeouts
 from loadgen.settings import knobs as K
 from loadgen.sim.prom import METRICS_FLAVOURS
 from loadgen.settings.knobs import Knob
@@ -43,13 +44,14 @@ from loadgen.settings.parse import duration as parse_duration
 from loadgen.settings.parse import ladder as parse_ladder
 from loadgen.settings.parse import rates as parse_rates
 from loadgen.stage.result import Slo
+from loadgen.workloads.sessions import SessionSpec
 
 
 @dataclass
 class TargetConf:
     label: str
     url: str
-    protocol: str = "sglang"
+    protocol: str = DEFAULT_PROTOCOL
     model: str = "default"
     headers: dict = field(default_factory=dict)
     spec_details: bool = False
@@ -84,22 +86,17 @@ class SimConf:
 
 
 @dataclass
-class RampConfig:
-    ladder: tuple[int, ...] = K.LADDER
-    rate: tuple[float, ...] | None = None
-    """Open loop: a ladder of request rates (req/s) instead of concurrencies."""
-    arrival: str = "poisson"
-    max_in_flight: int | None = None
-    max_dispatch_lag_ms: float = 10.0
-    past_saturation: bool = False
-    trace: str | None = None
-    trace_speed: tuple[float, ...] | None = None
+class StageKnobs:
+    """The knobs every stage of a ramp carries to the load processes that run it: the Locust ramp ships them in
+    each stage plan (loadgen/locust/stageplan.py), so a worker on another machine needs no config of its own.
+    Each field is a knob's ``attr`` (settings/knobs.py: its flag, TOML key, check and help)."""
+
     warmup_s: float = K.WARMUP_S
     duration_s: float | None = K.DURATION_S
     requests: int | None = None
-    repeat: int = 1
+    bin_s: float | None = None
+    max_cooldown_s: float = K.MAX_COOLDOWN_S
     seed: int = 0
-    workload: str = K.WORKLOAD
     prompt_tokens: str | None = None
     max_tokens: str | None = None
     ignore_eos: bool = False
@@ -107,14 +104,43 @@ class RampConfig:
     think_s: float = 0.0
     shared_prefix: int = 0
     prefix_ratio: float = 1.0
-    """Multi-turn sessions (loadgen/workloads/sessions.py)."""
     tokenizer: str | None = None
-    out: str = K.OUT["locust"]
-    bin_s: float | None = None
-    max_cooldown_s: float = K.MAX_COOLDOWN_S
+    slo: dict = field(default_factory=dict)
     connect_timeout_s: float = K.CONNECT_TIMEOUT_S
     read_timeout_s: float = K.READ_TIMEOUT_S
     loop: str = K.LOOP
+    arrival: str = "poisson"
+    """Open loop: how the planned send instants are drawn (loadgen/timing)."""
+    max_dispatch_lag_ms: float = 10.0
+    """Open loop: a stage whose dispatch lag p99 exceeds this is flagged (the schedule was not kept)."""
+
+    def sessions(self) -> SessionSpec:
+        """Multi-turn sessions (loadgen/workloads/sessions.py), as ``loadgen run --turns`` holds them."""
+        return SessionSpec(self.turns, self.think_s, self.shared_prefix, self.prefix_ratio)
+
+    def timeouts(self) -> Timeouts:
+        return Timeouts(connect_s=self.connect_timeout_s, read_s=self.read_timeout_s)
+
+    def stage_knobs(self) -> "StageKnobs":
+        """Only these knobs (of a RampConfig: what a stage plan carries)."""
+        return StageKnobs(**{f.name: getattr(self, f.name) for f in fields(StageKnobs)})
+
+
+@dataclass
+class RampConfig(StageKnobs):
+    """The Locust ramp's settings: its TOML config with the Locust options over it (``with_overrides``); the
+    stage knobs, the ladder and what the ramp as a whole needs."""
+
+    ladder: tuple[int, ...] = K.LADDER
+    rate: tuple[float, ...] | None = None
+    """Open loop: a ladder of request rates (req/s) instead of concurrencies."""
+    max_in_flight: int | None = None
+    past_saturation: bool = False
+    trace: str | None = None
+    trace_speed: tuple[float, ...] | None = None
+    repeat: int = 1
+    workload: str = K.WORKLOAD
+    out: str = K.OUT["locust"]
     server_metrics_interval: float = 1.0
     """Seconds between reads of the server's /metrics inside a window (0: only at its open and close)."""
     reset_cache: bool = False
@@ -126,7 +152,6 @@ class RampConfig:
     max_stage_s: float | None = None
     max_run_s: float | None = None
     """Time budgets (``loadgen crossover``): per stage, and for the whole run."""
-    slo: dict = field(default_factory=dict)
     targets: list[TargetConf] = field(default_factory=list)
     """Empty: start the embedded simulator once per ``simulator.modes``."""
     simulator: SimConf = field(default_factory=SimConf)

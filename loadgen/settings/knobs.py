@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from loadgen.client.loops import LOOPS
-from loadgen.client.protocols import PROTOCOLS
+from loadgen.client.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from loadgen.settings import parse
 from loadgen.sim.prom import METRICS_FLAVOURS
 from loadgen.stage.result import Slo
@@ -320,7 +320,7 @@ class Settings:
     health_path: str | None = knob(
         "--health-path", "health path for started servers", default="/health", fronts=("crossover",))
     protocol: str | None = knob(
-        "--protocol", "wire protocol (default sglang)", default="sglang", choices=tuple(sorted(PROTOCOLS)))
+        "--protocol", f"wire protocol (default {DEFAULT_PROTOCOL})", default=DEFAULT_PROTOCOL, choices=tuple(sorted(PROTOCOLS)))
     model: str | None = knob("--model", "model name sent on OpenAI routes", default="default")
     header: dict | None = knob(
         "--header", "extra HTTP header 'Name: value' (repeatable)", action="append", parse=_headers, parse_none=True)

@@ -130,6 +130,43 @@ def test_each_default_is_defined_once():
     assert flags.defaults("run")["out"] == "results/run.json" and cfgmod.RampConfig().out == "results/ramp"
 
 
+
+# Where a front's default differs from the Locust ramp's on purpose (why: at the constant in settings/knobs.py).
+FRONT_DEFAULTS = {("run", "ladder"), ("run", "out"), ("crossover", "out"),
+                  # crossover's embedded simulators run 5x faster, in shorter windows (None: chosen by the target)
+                  ("crossover", "warmup"), ("crossover", "duration"), ("crossover", "sim_time_scale"),
+                  ("crossover", "sim_modes")}
+
+
+def test_the_ramp_config_and_the_stage_plan_are_the_knobs():
+    """Every RampConfig field is a knob's (its flag, TOML key, check and help) and every knob with a TOML key names
+    one; the knobs a stage carries to the load processes are RampConfig's own (StageKnobs, its base class); a
+    knob's default is the same read from a flag left alone as from the TOML config, apart from the listed fronts."""
+    from dataclasses import fields
+
+    from loadgen.locust.stageplan import StagePlan
+
+    attrs = {k.attr for _, k in K.knobs() if k.attr}
+    own = {"slo", "targets", "simulator", "source", "given"}  # tables of their own ([slo], [targets.X], [simulator])
+    ramp = {f.name for f in fields(cfgmod.RampConfig)}
+    assert ramp - own == {a for a in attrs if "." not in a}
+    assert {"simulator." + f.name for f in fields(cfgmod.SimConf)} == {a for a in attrs if a.startswith("simulator.")}
+    assert all(k.attr for _, k in K.knobs() if k.toml and k.toml != "slo")
+    stage = {f.name for f in fields(cfgmod.StageKnobs)}
+    assert stage < ramp and stage - attrs == {"slo"}
+    plan = {f.name for f in fields(StagePlan)}
+    assert not plan & stage, "a stage plan carries the knobs as StageKnobs, not as fields of its own"
+    cfg = cfgmod.RampConfig()
+
+    def plain(v):
+        return list(v) if isinstance(v, tuple) else v
+
+    for f in ("run", "crossover"):
+        typed = flags.typed_defaults(f)
+        differ = [name for name, k in K.knobs(f) if k.attr and (f, name) not in FRONT_DEFAULTS
+                  and plain(cfgmod.get(cfg, k.attr)) != plain(getattr(typed, name))]
+        assert not differ, f"{f}: defaults differ from the ramp config's"
+
 def _plan(monkeypatch, tmp_path, argv):
     """The RampPlan a command builds (no simulator, no load: the ramp is replaced by one that is interrupted)."""
     seen = {}

@@ -12,6 +12,8 @@ PROTOCOLS: dict[str, type[Protocol]] = {
     "completions": Completions,
     "chat": Chat,
 }
+DEFAULT_PROTOCOL = "sglang"
+"""A target's protocol when none is named: the embedded simulator's and SGLang's native ``/generate``."""
 
 
 def get_protocol(name: str, model: str = "default", spec_details: bool = False) -> Protocol:
@@ -24,4 +26,4 @@ def get_protocol(name: str, model: str = "default", spec_details: bool = False) 
     return cls(model, spec_details=spec_details)
 
 
-__all__ = ["UNKNOWN", "Protocol", "StreamState", "PROTOCOLS", "get_protocol"]
+__all__ = ["DEFAULT_PROTOCOL", "UNKNOWN", "Protocol", "StreamState", "PROTOCOLS", "get_protocol"]
