@@ -1,4 +1,9 @@
-"""The ``loadgen`` command: one subcommand per module, imported only when used."""
+"""The ``loadgen`` command: one subcommand per module, imported only when used.
+
+In: a command line (flags derived from settings/knobs.py). Out: an exit status, the results written by the
+pipeline (run.json and its answer file, report.html) and the terminal's text from report/terminal.py; a bad
+input is one ``loadgen: error:`` line. Each module wires settings → run → analysis → report; none computes.
+"""
 
 from __future__ import annotations
 

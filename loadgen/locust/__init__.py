@@ -1,5 +1,9 @@
 """loadgen inside Locust: the LLM user, the ramp shape over two or more targets, master/worker merging, a web UI tab.
 
+In: a Locust run (its options and ``--config`` TOML: settings/config.RampConfig), on a local runner or a
+master with workers. Out: the same stage results as ``loadgen run`` (run/results.py: ``ramp.json`` with .csv
+and .hlog as each stage ends), the web UI's tab, and the analysis ``loadgen crossover --from`` reads.
+
 Use from a locustfile (see scenarios/ramp.py)::
 
     from loadgen.locust import LLMUser, RampShape, install

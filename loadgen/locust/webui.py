@@ -13,8 +13,8 @@ Uses Locust's documented extension points (examples/extend_web_ui.py):
 
 All of it runs where the web UI runs (local runner or master) and reads the
 conductor, i.e. the merged results. ``status.json`` adds to the conductor's status one colour per
-target (:func:`palette`: by position in the run's order, the reference first, as the HTML report
-keys its colours) and, per concurrency, each target's output tok/s and the highest of them so far
+target (report/palette.py's :func:`palette`: by position in the run's order, the reference first: a
+configuration has the same colour in the tab and in its report) and, per concurrency, each target's output tok/s and the highest of them so far
 (:func:`by_concurrency`: a point reading, not the analysis's judgement with intervals).
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
 from loadgen import redact
+from loadgen.report.palette import palette
 
 STATIC = Path(__file__).parent / "static"
 TAB_KEY = "loadgen"
@@ -38,20 +39,6 @@ COLUMNS = [
     ("ok", "OK"), ("fail", "Failed"), ("status", "Status"),
 ]
 """Keys are single lowercase words: Locust's UI camel-cases keys, which leaves these unchanged."""
-
-
-FIRST_COLOURS = ("#1f77b4", "#d62728")
-"""The reference's and the first candidate's colours, as the two-target tab always drew them."""
-MORE_COLOURS = ("#2a9d5c", "#c2378f", "#1f9bb0", "#8c5a2b", "#6b7d12", "#5b5fd6", "#b8860b", "#3d5a40")
-"""The third target's on: the report's (report/palette.py), so that from the third configuration on a
-configuration has the same colour in the tab and in its report; past these the list repeats."""
-
-
-def palette(labels: list[str]) -> dict[str, str]:
-    """label → colour, by position in the run's order (the reference first)."""
-    colours = (*FIRST_COLOURS, *MORE_COLOURS)
-    return {x: colours[i] if i < len(colours) else MORE_COLOURS[(i - 2) % len(MORE_COLOURS)]
-            for i, x in enumerate(dict.fromkeys(labels))}
 
 
 def by_concurrency(status: dict) -> list[dict]:

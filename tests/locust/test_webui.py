@@ -8,7 +8,9 @@ import subprocess
 from helpers import FAST, free_port, get_json, start_locust, stop, wait_for
 
 from loadgen.locust.conductor import speculation_words
-from loadgen.locust.webui import by_concurrency, palette
+from loadgen.locust.webui import by_concurrency
+from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR
+from loadgen.report.palette import palette
 
 MODES = ["baseline", "spec", "spec-topk4"]
 
@@ -60,7 +62,7 @@ def test_tab_shows_live_stage_figures_and_charts_for_three_targets(chromium, tmp
         assert f'data-metric="{metric}"' in dom, metric
     # Every target's series, each in its colour: the reference and the first candidate as the tab always
     # drew them, the third the report's third.
-    assert st["colours"] == {"baseline": "#1f77b4", "spec": "#d62728", "spec-topk4": "#2a9d5c"}
+    assert st["colours"] == {"baseline": "#3a68c4", "spec": "#e0641a", "spec-topk4": "#2a9d5c"}
     for t, colour in st["colours"].items():
         assert re.search(rf'<circle[^>]*data-colour="{colour}"[^>]*data-target="{t}"[^>]*data-c="1"', dom), t
         assert f'data-legend="{t}"' in dom
@@ -81,13 +83,13 @@ def _stage(target, c, toks, completed=3, incomplete=False):
             "incomplete": incomplete}
 
 
-def test_palette_keeps_the_first_two_colours_and_follows_the_run_order():
-    assert palette(["baseline", "spec"]) == {"baseline": "#1f77b4", "spec": "#d62728"}
+def test_the_tab_s_palette_is_the_report_s_and_follows_the_run_order():
+    assert palette(["baseline", "spec"]) == {"baseline": BASELINE_COLOUR, "spec": SPEC_COLOUR}
     three = palette(["ref", "b", "c"])
     assert list(three) == ["ref", "b", "c"] and three["c"] == "#2a9d5c"
     many = palette([f"t{i}" for i in range(12)])
     assert len(set(list(many.values())[:10])) == 10  # ten distinct before the list repeats
-    assert many["t10"] == many["t2"] and "#1f77b4" not in list(many.values())[2:]
+    assert many["t10"] == many["t2"] and BASELINE_COLOUR not in list(many.values())[2:]
 
 
 def test_by_concurrency_names_the_highest_of_the_written_stages():

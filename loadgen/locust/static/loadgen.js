@@ -10,8 +10,8 @@
   "use strict";
   var BASE = (document.currentScript && document.currentScript.dataset.base) || ".";
   var STANDALONE = !!document.getElementById("loadgen-standalone");
-  var COLORS = ["#1f77b4", "#d62728", "#2a9d5c", "#c2378f", "#1f9bb0", "#8c5a2b", "#6b7d12", "#5b5fd6"];
-  // (only when status.json has no "colours": loadgen/locust/webui.py's palette is the one that counts)
+  var COLORS = ["#3a68c4", "#e0641a", "#2a9d5c", "#c2378f", "#1f9bb0", "#8c5a2b", "#6b7d12", "#5b5fd6"];
+  // (only when status.json has no "colours": loadgen/report/palette.py's palette is the one that counts)
   var CHARTS = [
     { key: "tokens_per_s", title: "Output tokens/s", series: [["tokens_per_s", ""]] },
     { key: "ttft", title: "TTFT p50 / p99 (ms)", series: [["ttft_p50", "p50"], ["ttft_p99", "p99"]] },
