@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from loadgen import redact
+from loadgen.analysis.sequential import look_level
 from loadgen.errors import LoadgenError
 
 if TYPE_CHECKING:  # imported where used: the axis test and the file's reader need neither
@@ -143,8 +144,8 @@ def load(out: Path, doc: dict, *, confidence: float | None = None, force: bool =
     path = out / FILES[axis]
     old = _previous(path, out / "run.json", axis, doc) if path.exists() else None
     stale = old.pop("_stale") if old is not None else True
-    if old is not None and not force and not stale and (confidence is None or
-                                                         abs(old["confidence"] - confidence) < 1e-9):
+    if old is not None and not force and not stale and (
+            confidence is None or abs(old["confidence"] - look_level(confidence, int(old.get("looks") or 1))) < 1e-9):
         return Answer(axis, _typed(axis, old))
     slos = None
     if axis == RATE and old and old.get("slos"):

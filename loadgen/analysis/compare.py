@@ -41,7 +41,8 @@ from loadgen.analysis.configs import ConfigsResult, add_batches, analyze_configs
 from loadgen.analysis.crossover import MetricAnalysis, StageSamples, analyze, verdict
 from loadgen.analysis.engineterms import Translation, translate
 from loadgen.analysis.repeats import PassSpread, pass_spread
-from loadgen.analysis.results import Checked, Crossover
+from loadgen.analysis.results import DEFAULT_TIE_MARGIN, Checked, Crossover
+from loadgen.analysis.sequential import look_level
 from loadgen.analysis.serverview import server_view
 from loadgen.errors import LoadgenError
 from loadgen.metrics import CROSSOVER, CrossoverSample
@@ -310,6 +311,11 @@ class RunAnalysis:
     """Per workload, the output-throughput policy as the engines' own settings, or why it has none."""
     decides: str = DECIDES
     """The metric whose verdict says where to enable speculation (:func:`deciding_metric`)."""
+    looks: int = 1
+    """Passes the run planned with a look after each (``--passes``): every interval is then at
+    1 − α/looks (analysis/sequential.py), and ``confidence`` is that level."""
+    tie_margin: float = DEFAULT_TIE_MARGIN
+    """``--tie``: a load point whose whole interval lies within ± this is a tie."""
 
     def crossovers(self, metric: str) -> dict[str, list[Crossover]]:
         """Workload → ``metric``'s confirmed and unconfirmed crossovers, reference against the first candidate."""
@@ -319,7 +325,8 @@ class RunAnalysis:
         d = {"baseline": self.baseline, "spec": self.spec, "confidence": self.confidence,
              "workloads": {wl: {name: m.to_dict() for name, m in per.items()} for wl, per in self.workloads.items()},
              "coverage": {wl: c.to_dict() for wl, c in self.coverage.items()},
-             "targets": list(self.targets), "adaptive": list(self.adaptive), "decides": self.decides}
+             "targets": list(self.targets), "adaptive": list(self.adaptive), "decides": self.decides,
+             "looks": self.looks, "tie_margin": self.tie_margin}
         if self.configs:
             d["configs"] = {wl: {name: r.to_dict() for name, r in per.items()} for wl, per in self.configs.items()}
             d["policy"] = {wl: dict(per) for wl, per in self.policy.items()}
@@ -337,12 +344,17 @@ class RunAnalysis:
                     for wl, per in (d.get("configs") or {}).items()},
                    {wl: dict(per) for wl, per in (d.get("policy") or {}).items()},
                    {wl: Translation.from_dict(t) for wl, t in (d.get("engine_terms") or {}).items()},
-                   d.get("decides", DECIDES))
+                   d.get("decides", DECIDES), int(d.get("looks") or 1),
+                   float(d.get("tie_margin") or DEFAULT_TIE_MARGIN))
 
 
 def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin: float = 0.01,
                  seed: int = 0) -> RunAnalysis:
-    """The analysis of a results document (see :class:`RunAnalysis`)."""
+    """The analysis of a results document (see :class:`RunAnalysis`); a run that planned ``looks`` passes
+    (``--passes``) is judged at 1 − (1 − ``confidence``)/looks, its ties within its ``--tie``."""
+    looks = int(doc.get("run", {}).get("looks") or 1)
+    tie_margin = float(doc.get("run", {}).get("tie") or DEFAULT_TIE_MARGIN)
+    confidence = look_level(confidence, looks)
     labels, adaptive = configurations(doc)
     base, spec = labels[0], labels[1]
     slices = _slices(doc)
@@ -350,7 +362,8 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
     covs, not_compared = coverage(doc, base, spec)
     # Stages added by refinement help place a crossover but never declare one (crossover.analyze).
     ladder = doc.get("run", {}).get("ladder")
-    out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive, decides=deciding_metric(doc))
+    out = RunAnalysis(base, spec, confidence, {}, {}, labels, adaptive, decides=deciding_metric(doc), looks=looks,
+                      tie_margin=tie_margin)
     rows = server_view(doc, base, spec).rows if len(labels) > 2 else {}
     for wl, cov in covs.items():
         per_metric: dict[str, MetricResult] = {}
@@ -388,7 +401,7 @@ def run_analysis(doc: dict, metrics=METRICS, *, confidence: float = 0.90, margin
             if not common:
                 continue
             a: MetricAnalysis = analyze(m.name, b, s, confidence=confidence, margin=margin, seed=seed,
-                                        ladder=wl_ladder)
+                                        ladder=wl_ladder, tie_margin=tie_margin)
             passes = pass_spread(_per_pass(slices, wl, m, labels), base, spec, m.higher_is_better,
                                  confidence=confidence, seed=seed)
             m_scope = _with_pass_flags(scope, passes, common)

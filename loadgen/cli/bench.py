@@ -1,4 +1,4 @@
-"""``loadgen bench client|sim|crossover|dispatch|rates|faults|soak|switching``: benchmarks of loadgen itself, printing figures."""
+"""``loadgen bench client|sim|crossover|dispatch|rates|faults|soak|switching|stopping``: benchmarks of loadgen itself, printing figures."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ BENCHES = {
     "faults": "loadgen.bench.faults_bench",
     "soak": "loadgen.bench.soak_bench",
     "switching": "loadgen.bench.switching_bench",
+    "stopping": "loadgen.bench.stopping_bench",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from contextlib import ExitStack
 from dataclasses import fields
 from pathlib import Path
@@ -48,6 +49,7 @@ def run(args) -> int:
         return _from_results(s, defaults)
     out = Path(s.out)
     configs = configurations(s, cfg.targets if cfg else [])
+    _check_passes(s, len(configs) if configs is not None else len(s.sim_modes or ("baseline", "spec")))
     on_sim = configs is None
     adapt_window = s.duration is None and not s.requests
     # The simulator runs its schedule time-scaled, so shorter windows hold as many steps (settings/knobs.py).
@@ -74,6 +76,9 @@ def run(args) -> int:
         meta["ladder"] = plan.ladder
         meta["workloads"] = plan.workloads
         meta["targets"] = front.target_meta(targets)
+        if s.passes > 1:  # the analysis judges every point at the level these looks leave it (analysis/sequential)
+            meta["looks"] = s.passes
+        meta["tie"] = s.tie
         writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
         front.probe_ahead(targets, commands, writer)
         outcome = front.drive(plan, writer, keep_on_error=True, then=_then(plan, writer, s))
@@ -143,6 +148,20 @@ def _workloads(s, one_workload: bool) -> list[str]:
     return workloads
 
 
+def _check_passes(s: Settings, n_configs: int) -> None:
+    """``--passes`` in a combination it cannot serve: one line, before any server starts."""
+    if s.passes <= 1:
+        return
+    if (s.repeat or 1) > 1:
+        raise LoadgenError("--passes and --repeat: give one (--repeat runs every load point in every pass; "
+                           "--passes runs a later pass only where the answer is still open)")
+    if s.rate or s.trace:
+        raise LoadgenError("--passes is for a ladder of concurrencies: the rate analysis reads one stage per rate")
+    if n_configs > 2:
+        raise LoadgenError(f"--passes compares two configurations, not {n_configs}: with three or more, which "
+                           "points are open is not one comparison's")
+
+
 def _simulators(stack: ExitStack, s, meta: dict) -> list[Configuration]:
     """No URLs given: the embedded simulators, one per ``--sim-modes`` mode, started on ``stack``; ``meta`` gets
     what it takes to recompute the traffic they saw, for their own crossover (sim.known)."""
@@ -192,13 +211,15 @@ def _targets(configs: list[Configuration], s: Settings, defaults: Settings) -> l
 
 
 def _then(plan: RampPlan, writer: ResultsWriter, s: Settings) -> Callable[[], None] | None:
-    """What runs after the ladder, or None: ``--refine`` (on the rate axis for an open loop), ``--capacity``'s
-    search; a spent --max-run-time is not refined past."""
-    if not (s.refine or (plan.open is not None and s.capacity)):
+    """What runs after the ladder, or None: ``--passes``' later passes over the points still open, ``--refine``
+    (on the rate axis for an open loop), ``--capacity``'s search; a spent --max-run-time is not run past."""
+    if not (s.refine or (plan.open is not None and s.capacity) or s.passes > 1):
         return None
 
     def refine() -> None:
-        if writer.run.get("cut") is None:  # a spent --max-run-time is not refined past
+        if writer.run.get("cut") is None and s.passes > 1:
+            _passes(plan, writer, s)
+        if writer.run.get("cut") is None and (s.refine or (plan.open is not None and s.capacity)):
             if plan.open is not None:
                 from loadgen.cli import rates
 
@@ -210,6 +231,51 @@ def _then(plan: RampPlan, writer: ResultsWriter, s: Settings) -> Callable[[], No
                 _refine(plan, writer, s)
 
     return refine
+
+
+def _left_s(writer: ResultsWriter, s: Settings) -> float | None:
+    """What is left of --max-run-time for rounds after the ladder (None: no budget)."""
+    if not s.max_run_time:
+        return None
+    return s.max_run_time - (time.time() - writer.run["started_unix"])
+
+
+def _round(plan: RampPlan, writer: ResultsWriter, s: Settings, extra: list[tuple]) -> None:
+    """Run ``extra`` stages (run/order.stage_order's) after the ladder, within what is left of the budget."""
+    left = _left_s(writer, s)
+    run_ramp(RampPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)}
+                      | {"ladder": [], "workloads": [], "max_run_s": None if left is None else max(left, 0.001)}),
+             writer, extra_stages=extra)
+
+
+def open_points(doc: dict, s: Settings) -> list[tuple[str, int]]:
+    """(workload, C) of the load points whose deciding comparison is still open (analysis/sequential.ending) at
+    the level the run's planned looks leave each one."""
+    from loadgen.analysis.compare import deciding_metric
+    from loadgen.analysis.sequential import OPEN, ending
+
+    decides = deciding_metric(doc)
+    ra = run_analysis(doc, [METRICS_BY_NAME[decides]], confidence=s.confidence)
+    return [(wl, c.concurrency) for wl, per in ra.workloads.items() if wl != "all" and decides in per
+            for c in per[decides].analysis.comparisons if ending(c).kind == OPEN]
+
+
+def _passes(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
+    """``--passes N``: after each pass, another over the load points still open, both targets at each (their
+    windows pooled with the earlier passes', each pass its own prompts), until none is open, N passes ran or the
+    budget is spent. Each pass is logged in run.json's ``passes``: which points it ran."""
+    steps = {c: i for i, c in enumerate(plan.ladder)}
+    for k in range(1, s.passes):
+        todo = [(wl, c) for wl, c in open_points(writer.doc(), s) if c in steps]
+        if not todo:
+            log(f"every load point decided or tied after pass {k} of at most {s.passes}")
+            return
+        log(f"pass {k + 1}/{s.passes}: {len(todo)} load point(s) still open: "
+            + ", ".join(f"{wl}@C={c}" for wl, c in todo))
+        writer.run.setdefault("passes", []).append({"pass": k, "points": [[wl, c] for wl, c in todo]})
+        _round(plan, writer, s, [(wl, c, steps[c], k) for wl, c in todo])
+        if writer.run.get("cut") is not None:
+            return
 
 
 def _refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
@@ -227,8 +293,7 @@ def _refine(plan: RampPlan, writer: ResultsWriter, s: Settings) -> None:
         if not extra:
             return
         log(f"refining: adding {', '.join(f'{w}@C={c}' for w, c in extra)}")
-        run_ramp(RampPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)} | {"ladder": [], "workloads": []}),
-                 writer, extra_stages=extra)
+        _round(plan, writer, s, extra)
         budget -= len(extra)
 
 

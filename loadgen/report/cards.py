@@ -16,6 +16,7 @@ import orjson
 
 from loadgen import redact
 from loadgen.analysis.compare import RunAnalysis
+from loadgen.report.words import level
 from loadgen.report.inputs import Slice, max_running, servers
 from loadgen.report.palette import labels_of, palette, swatch
 from loadgen.report.templates import fragment
@@ -155,7 +156,7 @@ def run_card(doc: dict, labels: list[str], adaptive_labels: list[str], confidenc
     sim = run.get("simulator")
     facts = [("ladder", ", ".join(map(str, ladder))), ("workloads", ", ".join(map(str, wls))),
              ("stages", str(len(doc.get("stages", [])))), ("wall time", dur),
-             ("confidence", f"{confidence * 100:g} % (crossovers: whole-ladder, Šidák)"),
+             ("confidence", f"{level(confidence)} % (crossovers: whole-ladder, Šidák)"),
              ("seed", str(run.get("seed", "–"))), ("loadgen", str(run.get("loadgen_version", "–")))]
     if sim:
         facts.insert(2, ("simulator", ", ".join(f"{k} {v}" for k, v in sim.items())))

@@ -30,7 +30,7 @@ from loadgen.analysis.serverview import ServerView, batch_of
 from loadgen.report.charts import Cell, Chart, strip_svg
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import swatch
-from loadgen.report.words import capitalised, slug, without_metric
+from loadgen.report.words import capitalised, level, slug, without_metric
 
 
 def _label(ra: RunAnalysis, wl: str, metric: str) -> tuple[str, str]:
@@ -83,7 +83,7 @@ def band(ra: RunAnalysis, wl: str, chart: Chart, colours: dict[str, str], metric
     if r is None or not r.at:
         return ""
     strip = strip_svg(chart, band_cells(r, colours), uid=slug(wl) + "-" + slug(metric))
-    return (f'<div class="bandcap">best configuration at each measured C (hatched: the {r.confidence * 100:g} % '
+    return (f'<div class="bandcap">best configuration at each measured C (hatched: the {level(r.confidence)} % '
             f'joint intervals cannot tell the leaders apart)</div>{strip}')
 
 
@@ -133,7 +133,7 @@ def _range(p: PolicyStep) -> str:
 def policy_table(r: ConfigsResult, wl: str, view: ServerView | None, colours: dict[str, str]) -> str:
     """The policy's steps, each with the switch at its upper end and the running batch there."""
     pol = r.policy
-    pct = f"{r.confidence * 100:g} %"
+    pct = f"{level(r.confidence)} %"
     rows = []
     for i, p in enumerate(pol):
         sw = p.switch
@@ -188,7 +188,7 @@ def per_c_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
     return (f'<table class="cmp perc"><thead><tr><th>C</th>{head}<th>best</th><th>lead over the runner-up</th></tr>'
             f'</thead><tbody>{"".join(rows)}</tbody></table><div class="unit">means in {escape(unit)}'
             f'{"" if hib else ", lower is better"}; under each, its gap to the configuration on the envelope '
-            f'(the best at that C), (x − best) / best, with its {r.confidence * 100:g} % joint interval</div>')
+            f'(the best at that C), (x − best) / best, with its {level(r.confidence)} % joint interval</div>')
 
 
 def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
@@ -220,7 +220,7 @@ def adaptive_table(r: ConfigsResult, unit: str, colours: dict[str, str]) -> str:
             out.append(f'<p><b>{swatch(colours.get(x, "#999"), x)}</b> adapts on its own, so it is never chosen for a '
                        f'step; here is how close it comes to the envelope of the others:</p>'
                        f'<table class="cmp adaptive"><thead><tr><th>C</th><th>{escape(x)}</th><th>envelope</th>'
-                       f'<th>gap to the envelope ({r.confidence * 100:g} % joint)</th>{own_head}<th></th></tr></thead>'
+                       f'<th>gap to the envelope ({level(r.confidence)} % joint)</th>{own_head}<th></th></tr></thead>'
                        f'<tbody>{"".join(rows)}</tbody></table>')
     return "".join(out)
 

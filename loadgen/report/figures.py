@@ -26,7 +26,7 @@ from loadgen.report.charts import (CROSS_COLOUR, TIE_COLOUR, Chart, Series, Span
                                    legend_items, svg)
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import colours_of
-from loadgen.report.words import capitalised, fmt_c, slug, winner
+from loadgen.report.words import capitalised, fmt_c, level, slug, winner
 
 
 def mean_interval(xs: list[float], confidence: float) -> tuple[float, float] | None:
@@ -77,7 +77,7 @@ def _crossover_marks(a: MetricAnalysis | None) -> tuple[list[Span], list[VLine]]
     spans, lines = [], []
     if a is None:
         return spans, lines
-    pct = f"{a.confidence * 100:g} %"
+    pct = f"{level(a.confidence)} %"
     for x in a.crossovers:
         label = f"C≈{fmt_c(x.estimate)}"
         spans.append(Span(x.ci_low, x.ci_high, CROSS_COLOUR,
@@ -182,8 +182,8 @@ def delta_chart(a: MetricAnalysis | None, label: str = "output throughput") -> C
     spans, lines = _crossover_marks(a)
     s = Series("Δ % (spec − baseline) / baseline", cs, ys, "#334155", band=(lo, hi), tips=tips)
     return Chart(f"Δ {label}, speculation vs baseline", [s], ylabel="Δ %", ysuffix="%", hline=0.0, spans=spans,
-                 vlines=lines, note=f"{a.confidence * 100:g} % interval per stage; above 0: speculation better"
-                 if a.higher_is_better else f"{a.confidence * 100:g} % interval per stage; below 0: speculation better")
+                 vlines=lines, note=f"{level(a.confidence)} % interval per stage; above 0: speculation better"
+                 if a.higher_is_better else f"{level(a.confidence)} % interval per stage; below 0: speculation better")
 
 
 def latency_chart(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]], metric: str, name: str) -> Chart:

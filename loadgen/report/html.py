@@ -38,7 +38,7 @@ from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
 from loadgen.report.templates import fragment
-from loadgen.report.words import adaptive_hint, headline, metric_label, top_sentence
+from loadgen.report.words import adaptive_hint, headline, level, metric_label, top_sentence
 from loadgen.run.results import load
 
 __all__ = ["Page", "build", "render"]
@@ -61,7 +61,7 @@ def build(doc: dict, ra: RunAnalysis, dropped: list[str] | None = None, title: s
     if len(items) == 1:
         top = f"{chip(items[0][2])} " + top
     summary = fragment("summary-decision.html").format(
-        top=top, decides=escape(metric_label(ra, ra.decides)), conf=f"{ra.confidence * 100:g}", lines=lines,
+        top=top, decides=escape(metric_label(ra, ra.decides)), conf=f"{level(ra.confidence)}", lines=lines,
         hint=f'<p class="hint">{escape(hint)}</p>' if hint else "")
     return assemble(doc, title=title or "loadgen report", facts=facts_line(doc, ra), summary=summary,
                     flags=flags_card(sl, ra, dropped or [], doc.get("run", {})), sections=sections,

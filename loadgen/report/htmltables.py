@@ -17,7 +17,7 @@ from loadgen.analysis.crossover import StageComparison
 from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR, TIE_COLOUR
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import labels_of, palette, swatch
-from loadgen.report.words import ALONE, KIND_CHIP, fmt_c, winner
+from loadgen.report.words import ALONE, KIND_CHIP, fmt_c, level, winner
 
 
 def chip(kind: str) -> str:
@@ -102,13 +102,13 @@ def comparison_table(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dic
     xo = f'<div class="xo cand">{escape(ALONE)}</div>' if alone else ""
     for x in a.crossovers:
         arrow = "speculation stops paying off" if x.direction == "spec_to_baseline" else "speculation starts paying off"
-        xo += (f'<div class="xo">crossover at <b>C≈{fmt_c(x.estimate)}</b> ({a.confidence * 100:g} % interval '
+        xo += (f'<div class="xo">crossover at <b>C≈{fmt_c(x.estimate)}</b> ({level(a.confidence)} % interval '
                f'{fmt_c(x.ci_low)}–{fmt_c(x.ci_high)}), between measured C={x.low_c} and C={x.high_c}: {arrow}</div>')
     for x in a.candidates:
         xo += (f'<div class="xo cand">unconfirmed flip near C≈{fmt_c(x.estimate)} (significant stage by stage, '
                f'not across the whole ladder)</div>')
     return (f'<table class="cmp"><thead><tr><th>C</th><th>{escape(ra.baseline)}</th><th>{escape(ra.spec)}</th>'
-            f'<th>Δ %</th><th>{a.confidence * 100:g} % interval</th><th></th><th>winner</th><th>flags</th></tr>'
+            f'<th>Δ %</th><th>{level(a.confidence)} % interval</th><th></th><th>winner</th><th>flags</th></tr>'
             '</thead>'
             f'<tbody>{"".join(rows[c] for c in sorted(rows))}</tbody></table><div class="unit">{escape(m.label)} in '
             f'{escape(unit)}; Δ = (spec − baseline) / baseline{"" if a.higher_is_better else "; lower is better"}'
@@ -136,7 +136,7 @@ def passes_table(ra: RunAnalysis, m: MetricResult) -> str:
         word = "–" if d is None else ("differ" if d.beyond else "agree") + f": {d.spread_words}"
         rows.append(f'<tr><td class="num">{c}</td>{"".join(cells)}<td class="num">{per_pass}</td>'
                     f'<td class="{"sv-bad" if d is not None and d.beyond else "v-tie"}">{escape(word)}</td></tr>')
-    return (f'<h4>Across the {p.passes} passes (--repeat)</h4><table class="cmp passes"><thead><tr><th>C</th>'
+    return (f'<h4>Across the {p.passes} passes</h4><table class="cmp passes"><thead><tr><th>C</th>'
             f'<th>{escape(ra.baseline)} per pass</th><th>CV %</th><th>{escape(ra.spec)} per pass</th><th>CV %</th>'
             '<th>Δ % per pass</th><th>passes</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table><div class="unit">{escape(m.label)} in {escape(m.unit)}, each '
@@ -175,7 +175,7 @@ def verdict_matrix(ra: RunAnalysis, per_metric: dict[str, MetricResult]) -> str:
         rows.append(f'<tr><th class="mname">{escape(m.label)}</th>{"".join(cells)}</tr>')
     return (f'<table class="matrix"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             f'<div class="unit">cell: Δ of speculation vs baseline; orange: speculation better, blue: baseline better, '
-            f'grey: tie at the {ra.confidence * 100:g} % level (per stage)</div>')
+            f'grey: tie at the {level(ra.confidence)} % level (per stage)</div>')
 
 
 def stage_table(ra: RunAnalysis, per_target: dict[str, dict[int, Slice]]) -> str:

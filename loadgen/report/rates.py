@@ -34,7 +34,7 @@ from loadgen.report.page import Page, Section, assemble
 from loadgen.report.palette import palette, swatch
 from loadgen.report.parts import stage_parts
 from loadgen.report.templates import fragment
-from loadgen.report.words import analysis_kind, capitalised, slug, without_metric
+from loadgen.report.words import analysis_kind, capitalised, level, slug, without_metric
 
 __all__ = ["build", "render"]
 
@@ -88,7 +88,7 @@ def _marks(res: RateAnalysis, wl: str, metrics: list[tuple[str, str]]) -> tuple[
     intervals shaded, and its unconfirmed flips as grey lines."""
     spans, lines = [], []
     many = len(res.candidates) > 1
-    pct = f"{res.confidence * 100:g} %"
+    pct = f"{level(res.confidence)} %"
     for cand, per in res.metrics.get(wl, {}).items():
         for name, short in metrics:
             m = per.get(name)
@@ -167,7 +167,7 @@ def margin_chart(res: RateAnalysis, wl: str, colours: dict[str, str]) -> Chart:
     terms = " and ".join(s.text for s in res.slos)
     return Chart("Worst SLO margin against the rate", series, xlabel=RATE_AXIS,
                  ylabel="log(value / limit), worst SLO", hline=0.0, spans=spans, vlines=lines,
-                 note=f"{terms}; below 0: every SLO met; bands: {res.confidence * 100:g} % bootstrap interval; "
+                 note=f"{terms}; below 0: every SLO met; bands: {level(res.confidence)} % bootstrap interval; "
                       "saturated stages fail every SLO (not drawn)", span_key="capacity interval",
                  empty="no stage with samples of every SLO")
 
@@ -280,7 +280,7 @@ def capacity_html(res: RateAnalysis, wl: str, colours: dict[str, str], chart: Ch
                     + (f' <span class="muted">[{escape(k.mark)} {escape(k.words)}]</span>' if k else "") + "</td></tr>")
     terms = " and ".join(s.text for s in res.slos)
     table = (f'<table class="stages capacity"><thead><tr><th>target</th><th>capacity</th>'
-             f'<th>{res.confidence * 100:g} % interval, req/s</th><th>in words</th></tr></thead>'
+             f'<th>{level(res.confidence)} % interval, req/s</th><th>in words</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>') if rows else ""
     return (f'<p class="lead capacity-sentence">{escape(capitalised(sentence))}</p>'
             f'<p class="muted">SLOs: {escape(terms)} (TTFT and E2E from the planned send); stages with a flagged '
@@ -387,7 +387,7 @@ def build(doc: dict, res: RateAnalysis, dropped: list[str] | None = None, title:
                                    f"simulator {(run.get('simulator') or {}).get('profile', '')}".strip()
                                    if run.get("simulator") else "") if x)
     summary = fragment("summary-offered.html").format(
-        conf=f"{res.confidence * 100:g}", top=top, lines=lines,
+        conf=f"{level(res.confidence)}", top=top, lines=lines,
         offered="".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in offered_facts(doc)),
         planned=escape("Latencies are from each request's planned send (TTFT and E2E from plan): a request the "
                        "client sent late, or a server's queue, counts against the server as a user would see it; "

@@ -22,7 +22,8 @@ from loadgen.analysis.configs import Gap
 from loadgen.analysis.rates import RATE_METRICS, RateAnalysis
 from loadgen.report.inputs import PRIMARY, slices
 from loadgen.report.table import aligned
-from loadgen.report.words import ALONE, finding, leans_against, threshold_hint, winner
+from loadgen.analysis.sequential import OPEN, ending
+from loadgen.report.words import ALONE, finding, leans_against, level, threshold_hint, winner
 
 if TYPE_CHECKING:
     from loadgen.sim.profiles import Profile
@@ -35,6 +36,32 @@ def any_compared(ra: RunAnalysis) -> bool:
     if ra.configs and any(ra.decides in per for per in ra.configs.values()):
         return True
     return any(cov.compared for cov in ra.coverage.values())
+
+
+def open_lines(ra: RunAnalysis, wl: str, a, doc: dict | None) -> list[str]:
+    """One line for the load points still open (analysis/sequential.ending: neither a winner nor a tie within
+    the run's --tie): how much more each needs at this spread, in seconds of each target's window where the
+    run's stages say how long its windows were, else in times its windows."""
+    needs = []
+    for c in a.comparisons:
+        e = ending(c)
+        if e.kind != OPEN or e.more is None:
+            continue
+        took = _window_s(doc, ra.baseline, wl, c.concurrency) if doc is not None else None
+        more = f"{max(e.more - 1, 0.1) * took:.0f} s" if took else f"{e.more:.1f}× its windows"
+        needs.append(f"C={c.concurrency} (about {more}{' more per target' if took and not needs else ''})")
+    if not needs:
+        return []
+    passes = f" after {ra.looks} passes" if ra.looks > 1 else ""
+    return [f"  Open{passes}, neither a winner nor a tie within ±{a.comparisons[0].tie_margin * 100:g} %: "
+            f"{', '.join(needs)} would end {'it' if len(needs) == 1 else 'each'} at this spread."]
+
+
+def _window_s(doc: dict, target: str, wl: str, c: int) -> float | None:
+    """Seconds of ``target``'s windows at (``wl``, C) over every pass (None: not recorded)."""
+    got = [((s.get("window") or {}).get("duration_s") or 0.0) for s in doc.get("stages") or []
+           if s.get("target") == target and s.get("concurrency") == c and wl in (s.get("workloads") or {"all": 0})]
+    return sum(got) or None
 
 
 def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | None = None,
@@ -55,7 +82,7 @@ def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | 
             continue
         m = per[metric]
         a = m.analysis
-        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {int(a.confidence * 100)} % intervals")
+        lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {level(a.confidence)} % intervals")
         rows = {c.concurrency: [
             str(c.concurrency), f"{c.mean_baseline:.1f}", f"{c.mean_spec:.1f}",
             "-" if c.delta is None else f"{c.delta * 100:+.1f}",
@@ -73,6 +100,7 @@ def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | 
             lines.append(f"  C={c} not compared: {why}")
         if cov is not None and cov.cut:
             lines.append(f"  {cov.cut[0].upper()}{cov.cut[1:]}.")
+        lines += open_lines(ra, wl, a, doc)
         if m.passes is not None:
             lines += passes_lines(m, ra.baseline, ra.spec)
         lines.append(f"  → {m.recommendation if verbose else finding(m)}")
@@ -90,7 +118,7 @@ def passes_lines(m: MetricResult, base: str, spec: str) -> list[str]:
     """A repeated run (--repeat): per C each target's CV across the passes, the difference each pass measured on
     its own, and whether the passes scatter more than one pass's interval allows (analysis/repeats.py)."""
     p = m.passes
-    lines = [f"  across {p.passes} passes (--repeat): {m.label}'s CV per stage and each pass's own Δ %"]
+    lines = [f"  across {p.passes} passes: {m.label}'s CV per stage and each pass's own Δ %"]
     rows = [["C", f"{base} CV %", f"{spec} CV %", "Δ % per pass", "passes"]]
     for c in sorted(set(p.deltas) | {c for per in p.by_target.values() for c in per}):
         cvs = [(p.by_target.get(t) or {}).get(c) for t in (base, spec)]
@@ -154,7 +182,7 @@ def configs_tables(ra: RunAnalysis, metric: str = PRIMARY) -> str:
         labels = [x for x in r.labels if x not in r.excluded]
         n = f"{len(labels)}" if len(labels) == len(r.labels) else f"{len(labels)} of {len(r.labels)}"
         lines.append(f"\nworkload {wl}: {m.label} ({m.unit}), {n} configurations, "
-                     f"{int(round(r.confidence * 100))} % joint intervals (reference {r.reference})")
+                     f"{level(r.confidence)} % joint intervals (reference {r.reference})")
         rows = [["C", *labels, "best", "lead over runner-up %"]]
         for a in r.at:
             best = a.best or "tie: " + "/".join(a.leaders)

@@ -22,6 +22,11 @@ from loadgen.analysis.crossover import MetricAnalysis, StageComparison
 from loadgen.report.inputs import PRIMARY, max_running, servers
 
 
+def level(confidence: float) -> str:
+    """A confidence level as a percentage to three figures: 0.9 → "90", 0.975 → "97.5", 1 − 0.1/3 → "96.7"."""
+    return f"{confidence * 100:.3g}"
+
+
 def fmt_c(x: float) -> str:
     """A concurrency estimate as the page writes it: whole from 10 up, else one decimal (C≈24, C≈2.5)."""
     return str(int(round(x))) if x >= 10 else f"{x:.1f}".rstrip("0").rstrip(".")

@@ -72,7 +72,7 @@ def rotation(n: int) -> list[list[int]]:
 
 
 def stage_order(targets: Sequence[T], ladder: Sequence[float], workloads: Sequence[str], *,
-                by_target: bool = False, extra: Sequence[tuple[str, float]] = (),
+                by_target: bool = False, extra: Sequence[tuple] = (),
                 axis: str = "concurrency", repeats: int = 1) -> list[Slot[T]]:
     """The stages in the order they run: at each concurrency every target once, in :func:`rotation`'s order
     (A@1, B@1, A@2, B@2, … for two) per workload; ``by_target``: all of A, then B, then C.
@@ -81,7 +81,8 @@ def stage_order(targets: Sequence[T], ladder: Sequence[float], workloads: Sequen
     B@2, A@1, B@1, …), so each pass is a run of its own that meets the drift of its own stretch of time,
     as separate runs would. Every target in a pass gets the same prompts; each pass its own
     (:func:`prompt_seed`), so pooled passes are independent samples of the workload. ``extra`` (workload, C): stages run after the ladder for every
-    target in turn (a crossover's refinement rounds), once, their steps numbered on from the ladder's."""
+    target in turn (a crossover's refinement rounds), once, their steps numbered on from the ladder's;
+    (workload, C, step, pass): another pass at the ladder's step (``--passes``: the pass's own prompts)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
     rows = rotation(len(targets))
@@ -93,8 +94,9 @@ def stage_order(targets: Sequence[T], ladder: Sequence[float], workloads: Sequen
                 k += 1
     if by_target:
         order.sort(key=lambda x: x[0])  # stable: workload, pass and ladder order kept
-    for j, (w, c) in enumerate(extra):
-        order += [(ti, w, len(ladder) + j, c, 0) for ti in rows[k % len(rows)]]
+    for j, (w, c, *again) in enumerate(extra):
+        step, rep = again if again else (len(ladder) + j, 0)
+        order += [(ti, w, step, c, rep) for ti in rows[k % len(rows)]]
         k += 1
     return [Slot(i, step, w, LoadPoint(axis, c), targets[ti], r)
             for i, (ti, w, step, c, r) in enumerate(order)]

@@ -72,6 +72,8 @@ class RampPlan:
     repeat: int = 1
     """--repeat: each workload's ladder run this many times, pass after pass (loadgen.run.order.stage_order);
     each stage's dict says its pass (``repeat``), and the analysis gives the spread across passes."""
+    looks: int = 1
+    """--passes: at most this many passes, the later ones over the load points still open (cli/crossover)."""
 
     @property
     def axis(self) -> str:
@@ -90,7 +92,7 @@ class RampPlan:
         when loadgen starts them."""
         return [(s.workload, s.value, s.target) for s in self.slots()]
 
-    def slots(self, extra_stages: list[tuple[str, int]] | tuple = ()):
+    def slots(self, extra_stages: list[tuple] | tuple = ()):
         return stage_order(self.targets, self.ladder, self.workloads, by_target=bool(self.commands),
                            extra=extra_stages, axis=self.axis, repeats=self.repeat)
 
@@ -99,8 +101,9 @@ def log(msg: str) -> None:
     print(f"loadgen: {msg}", file=sys.stderr, flush=True)
 
 
-def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple[str, int]] = ()) -> list[dict]:
-    """Run every stage of the plan (then ``extra_stages`` (workload, C) for both targets); returns the stage dicts.
+def run_ramp(plan: RampPlan, writer: ResultsWriter, *, extra_stages: list[tuple] = ()) -> list[dict]:
+    """Run every stage of the plan (then ``extra_stages`` for every target: (workload, C) a refinement's, (workload,
+    C, step, pass) another pass at a ladder's step); returns the stage dicts.
 
     Before the first stage the run's duration is estimated and printed; each
     stage's header and progress line say how much is left. With ``max_run_s``
@@ -146,14 +149,16 @@ class _Ramp:
         high end of the range printed at 9 of them."""
 
     def _head(self, i: int, slot) -> str:
-        rep = f" pass {slot.repeat + 1}/{self.plan.repeat}" if self._pass(slot) else ""
+        rep = f" pass {slot.repeat + 1}/{max(self.plan.repeat, self.plan.looks)}" if self._pass(slot) else ""
         return f"[{i + 1}/{len(self.slots)}] {slot.target.label} {slot.load.words()} " \
                f"workload={slot.workload}{rep}"
 
     def _pass(self, slot) -> dict:
         """The ``repeat`` key of a stage's dict (and its planned and not-run entries) in a repeated run; none
         for a refinement round's stage (run once, after the passes)."""
-        return {"repeat": slot.repeat} if self.plan.repeat > 1 and slot.step < len(self.plan.ladder) else {}
+        if slot.repeat or (self.plan.repeat > 1 and slot.step < len(self.plan.ladder)):
+            return {"repeat": slot.repeat}
+        return {}
 
     def run(self) -> list[dict]:
         plan, n = self.plan, len(self.slots)

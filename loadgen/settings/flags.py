@@ -53,7 +53,8 @@ def _kwargs(parser, name: str, k: Knob, front: str) -> dict[str, Any]:
     kw: dict[str, Any] = {"dest": name, "default": k.default_for(front)}
     help_ = k.help_for(front)
     if help_:
-        kw["help"] = help_.format(default=kw["default"]) if "{default" in help_ else help_
+        # argparse formats help with %: a literal one (a default of "5%") is doubled
+        kw["help"] = (help_.format(default=kw["default"]) if "{default" in help_ else help_).replace("%", "%%")
     if k.action != "store_true":
         if k.type is not None and front != "locust":  # Locust options stay text (its web UI form sends text)
             kw["type"] = k.type

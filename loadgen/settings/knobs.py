@@ -335,6 +335,14 @@ class Settings:
         "--config", "the ramp config Locust reads (scenarios/example.toml): run, slo, two [targets] (baseline "
         "first; each may have start/health/stop_signal), simulator; flags win", metavar="TOML",
         fronts=("crossover",), section="output")
+    passes: int | None = knob(
+        "--passes", "at most N passes over the ladder: after each, another over the load points still open (neither a "
+        "winner nor a tie within --tie), every interval at 1 - (1 - confidence)/N, so that a look after each pass "
+        "keeps the run's error rate (docs/metrics.md, Sequential passes) (default {default}: one pass)", default="1",
+        parse=parse.count, fronts=("crossover",), section="stages")
+    tie: float | None = knob(
+        "--tie", "call a load point a tie when its whole interval lies within ±this (default {default})", default="5%",
+        parse=lambda t, f: parse.share(t, f), fronts=("crossover",), section="analysis")
     refine: bool | None = knob(
         "--refine", "add stages between bracketing concurrencies (rates, with --rate)", action="store_true", default=False,
         fronts=("crossover",), section="analysis")

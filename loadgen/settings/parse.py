@@ -36,6 +36,18 @@ def count(text: str, what: str) -> int:
     return _whole(text, what, 1)
 
 
+def share(text: str, what: str, high: float = 0.5) -> float:
+    """'2%', '2 %' or '0.02' → 0.02: a share in (0, ``high``]."""
+    t = str(text).strip()
+    try:
+        v = float(t[:-1].strip()) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise LoadgenError(f"{what}: {text!r} is not a share (e.g. 2% or 0.02)") from None
+    if not 0.0 < v <= high:
+        raise LoadgenError(f"{what}: must lie in (0, {high * 100:g} %], got {text!r}")
+    return v
+
+
 def tokens(text: str, what: str) -> int:
     """'512' → 512: a whole number of tokens, 0 allowed (none)."""
     return _whole(text, what, 0, "tokens")

@@ -43,6 +43,42 @@ def simulated_throughput(profile: Profile | str, mode: str, concurrency: int, *,
     ``spread``: start the users evenly over one request's duration (as the
     analytic model estimates it); False starts them all at once.
     """
+    start_ms = start_tokens = None
+    t_ms = tokens = 0.0
+    for k, (t_ms, tokens) in enumerate(_forwards(profile, mode, concurrency, prompt_tokens, output_tokens, accept,
+                                                  mix, seed, spread)):
+        if k == warmup_forwards:
+            start_ms, start_tokens = t_ms, tokens
+        if k + 1 == forwards:
+            break
+    return (tokens - start_tokens) / ((t_ms - start_ms) / 1000.0)
+
+
+def simulated_windows(profile: Profile | str, mode: str, concurrency: int, *, window_s: float, n: int,
+                      warmup_s: float = 5.0, mix: list[tuple[int, float, int]] | None = None, seed: int = 0,
+                      output_tokens: int = 200) -> list[float]:
+    """Output tokens per modelled second in each of ``n`` consecutive windows of ``window_s`` after ``warmup_s``:
+    what a stage's steady window cut into equal bins gives the comparison (loadgen.analysis.crossover §1), from
+    the scheduler itself in virtual time, so a benchmark draws thousands of seeded stages in seconds."""
+    edges = [(warmup_s + i * window_s) * 1000.0 for i in range(n + 1)]
+    counts = [0.0] * n
+    prev_t = prev_tokens = 0.0
+    j = 0
+    for t_ms, tokens in _forwards(profile, mode, concurrency, 26, output_tokens, None, mix, seed, True):
+        # a forward's tokens count in the window its end falls in (a stage's records stamp them at arrival)
+        while j < n and t_ms > edges[j + 1]:
+            j += 1
+        if j >= n:
+            break
+        if t_ms > edges[0]:
+            counts[j] += tokens - prev_tokens
+        prev_t, prev_tokens = t_ms, tokens
+    return [c / window_s for c in counts]
+
+
+def _forwards(profile: Profile | str, mode: str, concurrency: int, prompt_tokens: int, output_tokens: int,
+              accept: float | None, mix: list[tuple[int, float, int]] | None, seed: int, spread: bool):
+    """(modelled ms, output tokens so far) after every forward of a closed loop of ``concurrency`` users."""
     prof = profiles.load(profile) if isinstance(profile, str) else profile
     p = prof.acceptance.chat if accept is None else accept
     mix = mix or [(prompt_tokens, p, output_tokens)]
@@ -68,9 +104,8 @@ def simulated_throughput(profile: Profile | str, mode: str, concurrency: int, *,
         ramp_ms = ss.step_ms * n_out / ss.tokens_per_step
     starts = [u * ramp_ms / concurrency for u in range(concurrency)]  # model ms, ascending
     t_ms = 0.0
-    start_ms = start_tokens = None
     tokens = 0
-    for k in range(forwards):
+    while True:
         if not sched.running and not sched.waiting:
             if finished:  # an idle server takes the successors as they come
                 for _ in range(len(finished)):
@@ -90,9 +125,7 @@ def simulated_throughput(profile: Profile | str, mode: str, concurrency: int, *,
         sched.complete_forward(admitted, int(t_ms * 1e6))
         # record=False leaves the prefill token out of the stats: count it here
         tokens += sched.stats.generated_tokens - before + len(admitted)
-        if k == warmup_forwards:
-            start_ms, start_tokens = t_ms, tokens
-    return (tokens - start_tokens) / ((t_ms - start_ms) / 1000.0)
+        yield t_ms, tokens
 
 
 def workload_mix(profile: Profile | str, workload: str, n: int = 500, seed: int = 0, lengths=None,
