@@ -39,6 +39,7 @@ from loadgen.analysis.results import (
     StageComparison,
     StageSamples,
     _known,
+    level,
 )
 
 @dataclass
@@ -417,7 +418,7 @@ def policy_sentence(res: ConfigsResult, label: str | None = None) -> str:
         if p.c_to is not None:
             sw = p.switch
             if sw is not None and sw.confirmed:
-                why = f" ({int(round(res.confidence * 100))} % joint interval {fmt_c(sw.ci_low)}–{fmt_c(sw.ci_high)})"
+                why = f" ({level(res.confidence)} % joint interval {fmt_c(sw.ci_low)}–{fmt_c(sw.ci_high)})"
             else:
                 why = f" (somewhere between the measured C={p.measured[1]} and {res.policy[i + 1].measured[0]})"
         if i == 0:

@@ -36,7 +36,7 @@ from loadgen.analysis.compare import METRICS, CrossoverMetric, window_whole
 from loadgen.analysis.configs import ConfigsResult, analyze_configs, envelope_word
 from loadgen.analysis.coverage import sim_starved
 from loadgen.analysis.crossover import StageSamples, analyze
-from loadgen.analysis.results import BASELINE_TO_SPEC, Checked, MetricAnalysis, _known
+from loadgen.analysis.results import BASELINE_TO_SPEC, Checked, MetricAnalysis, _known, level
 from loadgen.errors import LoadgenError
 from loadgen.histograms import Hist
 from loadgen.stage.saturation import Saturation, saturation
@@ -441,7 +441,7 @@ def envelope_sentence(res: ConfigsResult, x: str, label: str, margin: float) -> 
                      f"{envelope_word(g, res.higher_is_better, margin)}")
     side = "higher is better" if res.higher_is_better else "lower is better"
     what = "; ".join(parts) if parts else "not compared at any rate"
-    return f"{x} against the envelope of the fixed configurations by {label} ({side}, {res.confidence * 100:g} % joint): {what}"
+    return f"{x} against the envelope of the fixed configurations by {label} ({side}, {level(res.confidence)} % joint): {what}"
 
 
 def per_bin(m: CrossoverMetric, tl: dict) -> list[tuple[float, float | None] | None]:
@@ -490,7 +490,7 @@ def fmt_rate(r: float) -> str:
 
 def rate_sentence(label: str, a, ref: str, cand: str) -> str:
     """"TPOT p50: spec is better below 7.9 req/s (90 % interval 6.8–9.1), ref above" and the like."""
-    pct = f"{a.confidence * 100:g} %"
+    pct = f"{level(a.confidence)} %"
     parts = []
     for x in a.crossovers:
         first, then = (ref, cand) if x.direction == BASELINE_TO_SPEC else (cand, ref)

@@ -40,6 +40,11 @@ def _known(cls, d: dict) -> dict:
     return {k: v for k, v in d.items() if k in names}
 
 
+def level(confidence: float) -> str:
+    """A confidence level as a percentage to three figures: 0.9 → "90", 0.975 → "97.5", 1 − 0.1/3 → "96.7"."""
+    return f"{confidence * 100:.3g}"
+
+
 @dataclass
 class Bootstrap:
     """What regenerates a comparison's bootstrap replicates exactly (loadgen.analysis.bootstrap).

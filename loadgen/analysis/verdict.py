@@ -24,6 +24,7 @@ from loadgen.analysis.results import (
     Crossover,
     MetricAnalysis,
     StageComparison,
+    level,
 )
 
 
@@ -301,7 +302,7 @@ def _verdict(analysis: MetricAnalysis, scope: Scope | None, advises: bool = True
 def _crossing_verdict(analysis: MetricAnalysis, r: _Reading) -> Verdict:
     """One crossover: which side of it to enable speculation on; several: where each starts or stops paying."""
     xs = analysis.crossovers
-    pct = f"{analysis.confidence * 100:g} %"
+    pct = f"{level(analysis.confidence)} %"
 
     def interval(x: Crossover) -> str:
         return f"{pct} interval {_fmt_c(x.ci_low)}–{_fmt_c(x.ci_high)}"

@@ -15,8 +15,8 @@ from html import escape
 import orjson
 
 from loadgen import redact
+from loadgen.analysis.results import level
 from loadgen.analysis.compare import RunAnalysis
-from loadgen.report.words import level
 from loadgen.report.inputs import Slice, max_running, servers
 from loadgen.report.palette import labels_of, palette, swatch
 from loadgen.report.templates import fragment

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 from html import escape
 
+from loadgen.analysis.results import level
 from loadgen.analysis.compare import RunAnalysis
 from loadgen.analysis.configs import ConfigsAt, ConfigsResult, Gap, PolicyStep, envelope_word, fmt_c
 from loadgen.analysis.serverview import ServerView, batch_of
 from loadgen.report.charts import Cell, Chart, strip_svg
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import swatch
-from loadgen.report.words import capitalised, level, slug, without_metric
+from loadgen.report.words import capitalised, slug, without_metric
 
 
 def _label(ra: RunAnalysis, wl: str, metric: str) -> tuple[str, str]:

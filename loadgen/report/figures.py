@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 
 from loadgen import redact
+from loadgen.analysis.results import level
 from loadgen.analysis import stats
 from loadgen.analysis.compare import RunAnalysis
 from loadgen.analysis.configs import ConfigsResult
@@ -26,7 +27,7 @@ from loadgen.report.charts import (CROSS_COLOUR, TIE_COLOUR, Chart, Series, Span
                                    legend_items, svg)
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import colours_of
-from loadgen.report.words import capitalised, fmt_c, level, slug, winner
+from loadgen.report.words import capitalised, fmt_c, slug, winner
 
 
 def mean_interval(xs: list[float], confidence: float) -> tuple[float, float] | None:

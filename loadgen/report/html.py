@@ -22,6 +22,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from loadgen.analysis.results import level
 from loadgen.analysis.answer import RATE, axis_of
 from loadgen.analysis.answer import load as load_answer
 from loadgen.analysis.compare import RunAnalysis
@@ -38,7 +39,7 @@ from loadgen.report.rates import render as rate_page
 from loadgen.report.sections import workload_section
 from loadgen.report.serverview import server_html
 from loadgen.report.templates import fragment
-from loadgen.report.words import adaptive_hint, headline, level, metric_label, top_sentence
+from loadgen.report.words import adaptive_hint, headline, metric_label, top_sentence
 from loadgen.run.results import load
 
 __all__ = ["Page", "build", "render"]

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from html import escape
 
+from loadgen.analysis.results import level
 from loadgen.analysis.compare import MetricResult, RunAnalysis
 from loadgen.analysis.crossover import StageComparison
 from loadgen.report.charts import BASELINE_COLOUR, SPEC_COLOUR, TIE_COLOUR
 from loadgen.report.inputs import PRIMARY, Slice
 from loadgen.report.palette import labels_of, palette, swatch
-from loadgen.report.words import ALONE, KIND_CHIP, fmt_c, level, winner
+from loadgen.report.words import ALONE, KIND_CHIP, fmt_c, winner
 
 
 def chip(kind: str) -> str:

@@ -22,6 +22,7 @@ import math
 from html import escape
 from pathlib import Path
 
+from loadgen.analysis.results import level
 from loadgen.analysis.compare import configurations
 from loadgen.analysis.rates import RateAnalysis, RatePoint, fmt_rate
 from loadgen.report.cards import run_card
@@ -34,7 +35,7 @@ from loadgen.report.page import Page, Section, assemble
 from loadgen.report.palette import palette, swatch
 from loadgen.report.parts import stage_parts
 from loadgen.report.templates import fragment
-from loadgen.report.words import analysis_kind, capitalised, level, slug, without_metric
+from loadgen.report.words import analysis_kind, capitalised, slug, without_metric
 
 __all__ = ["build", "render"]
 

@@ -36,7 +36,7 @@ from loadgen.report.palette import colours_of
 from loadgen.report.parts import Part, stage_parts
 from loadgen.report.templates import fragment
 from loadgen.report.words import (capitalised, configs_kind, finding, kind_of, leans_against, metric_label,
-                                  not_compared_sentence, slug, without_metric)
+                                  not_compared_sentence, open_sentence, slug, without_metric)
 
 LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"))
 """The latencies drawn by percentile (HDR), one chart each per stage."""
@@ -172,6 +172,16 @@ def _figures_tail(ra: RunAnalysis, anchor: str, per_target: dict[str, dict[int, 
             Part("Every stage figure", stage_table(ra, per_target)).html()]
 
 
+def _open_html(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dict[int, Slice]]) -> str:
+    """The load points still open and what each needs (words.open_sentence), under the comparison table."""
+    def window_s(c: int) -> float | None:
+        sl = per_target.get(ra.baseline, {}).get(c)
+        return sum((st.get("window") or {}).get("duration_s") or 0.0 for st in sl.stages) or None if sl else None
+
+    said = open_sentence(ra, m.analysis, window_s)
+    return f'<p class="muted">{escape(said)}</p>' if said else ""
+
+
 def _stages(per_target: dict[str, dict[int, Slice]]) -> list[dict]:
     """The stage dicts under the slices, target by target in C order."""
     return [st for per in per_target.values() for _, sl in sorted(per.items()) for st in sl.stages]
@@ -198,6 +208,7 @@ def workload_section(ra: RunAnalysis, wl: str, per_target: dict[str, dict[int, S
         lead = capitalised(without_metric(finding(m)))
         why = (f'<div class="why"><h3>{escape(f"Why: {label} at each concurrency")}</h3>'
                f'{_grid(figure(ch.decide), figure(ch.delta))}{comparison_table(ra, m, per_target, missing)}'
+               f'{_open_html(ra, m, per_target)}'
                f'{passes_table(ra, m)}{_against(per_metric, ra.decides)}</div>')
     else:  # never compared (or not for this metric): say so, never "no difference"; nothing to explain
         lead = capitalised(not_compared_sentence(ra, wl))

@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from loadgen.analysis.results import level
 from loadgen.analysis.compare import BY_NAME as METRICS_BY_NAME
 from loadgen.analysis.compare import MetricResult, RunAnalysis
 from loadgen.analysis.configs import Gap
 from loadgen.analysis.rates import RATE_METRICS, RateAnalysis
 from loadgen.report.inputs import PRIMARY, slices
 from loadgen.report.table import aligned
-from loadgen.analysis.sequential import OPEN, ending
-from loadgen.report.words import ALONE, finding, leans_against, level, threshold_hint, winner
+from loadgen.report.words import ALONE, finding, leans_against, open_sentence, threshold_hint, winner
 
 if TYPE_CHECKING:
     from loadgen.sim.profiles import Profile
@@ -36,25 +36,6 @@ def any_compared(ra: RunAnalysis) -> bool:
     if ra.configs and any(ra.decides in per for per in ra.configs.values()):
         return True
     return any(cov.compared for cov in ra.coverage.values())
-
-
-def open_lines(ra: RunAnalysis, wl: str, a, doc: dict | None) -> list[str]:
-    """One line for the load points still open (analysis/sequential.ending: neither a winner nor a tie within
-    the run's --tie): how much more each needs at this spread, in seconds of each target's window where the
-    run's stages say how long its windows were, else in times its windows."""
-    needs = []
-    for c in a.comparisons:
-        e = ending(c)
-        if e.kind != OPEN or e.more is None:
-            continue
-        took = _window_s(doc, ra.baseline, wl, c.concurrency) if doc is not None else None
-        more = f"{max(e.more - 1, 0.1) * took:.0f} s" if took else f"{e.more:.1f}× its windows"
-        needs.append(f"C={c.concurrency} (about {more}{' more per target' if took and not needs else ''})")
-    if not needs:
-        return []
-    passes = f" after {ra.looks} passes" if ra.looks > 1 else ""
-    return [f"  Open{passes}, neither a winner nor a tie within ±{a.comparisons[0].tie_margin * 100:g} %: "
-            f"{', '.join(needs)} would end {'it' if len(needs) == 1 else 'each'} at this spread."]
 
 
 def _window_s(doc: dict, target: str, wl: str, c: int) -> float | None:
@@ -100,7 +81,9 @@ def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | 
             lines.append(f"  C={c} not compared: {why}")
         if cov is not None and cov.cut:
             lines.append(f"  {cov.cut[0].upper()}{cov.cut[1:]}.")
-        lines += open_lines(ra, wl, a, doc)
+        still = open_sentence(ra, a, (lambda c: _window_s(doc, ra.baseline, wl, c)) if doc is not None else None)
+        if still:
+            lines.append(f"  {still}")
         if m.passes is not None:
             lines += passes_lines(m, ra.baseline, ra.spec)
         lines.append(f"  → {m.recommendation if verbose else finding(m)}")

@@ -14,17 +14,33 @@ Plain text only: escaping is left to whoever puts it in HTML.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from loadgen import engines
 from loadgen.analysis.compare import BY_NAME, MetricResult, RunAnalysis
 from loadgen.analysis.configs import ConfigsResult
 from loadgen.analysis.crossover import MetricAnalysis, StageComparison
+from loadgen.analysis.sequential import OPEN, ending
 from loadgen.report.inputs import PRIMARY, max_running, servers
 
 
-def level(confidence: float) -> str:
-    """A confidence level as a percentage to three figures: 0.9 → "90", 0.975 → "97.5", 1 − 0.1/3 → "96.7"."""
-    return f"{confidence * 100:.3g}"
+def open_sentence(ra: RunAnalysis, a: MetricAnalysis, window_s: Callable[[int], float | None] | None) -> str:
+    """The load points still open (analysis/sequential.ending: neither a winner nor a tie within the run's
+    --tie) and how much more each needs at this spread: in seconds of each target's window where ``window_s``
+    (C → the reference's window seconds there, every pass) knows them, else in times its windows; "" when none."""
+    needs = []
+    for c in a.comparisons:
+        e = ending(c)
+        if e.kind != OPEN or e.more is None:
+            continue
+        took = window_s(c.concurrency) if window_s is not None else None
+        more = f"{max(e.more - 1, 0.1) * took:.0f} s" if took else f"{e.more:.1f}× its windows"
+        needs.append(f"C={c.concurrency} (about {more}{' more per target' if took and not needs else ''})")
+    if not needs:
+        return ""
+    passes = f" after {ra.looks} passes" if ra.looks > 1 else ""
+    return (f"Open{passes}, neither a winner nor a tie within ±{a.comparisons[0].tie_margin * 100:g} %: "
+            f"{', '.join(needs)} would end {'it' if len(needs) == 1 else 'each'} at this spread.")
 
 
 def fmt_c(x: float) -> str:

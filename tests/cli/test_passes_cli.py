@@ -65,6 +65,9 @@ def test_every_interval_is_at_the_sequential_level_and_open_points_say_what_they
     assert (line is not None) == bool(opened)
     if line:
         assert [int(x.split(" ")[0]) for x in line.split("C=")[1:]] == opened
+    # the page says it under the comparison table, in the same words
+    page = (out / "report.html").read_text()
+    assert (line is not None) == ("Open after 3 passes, neither a winner nor a tie within ±1 %: " in page)
 
 
 @pytest.mark.parametrize("extra, message", [
