@@ -353,7 +353,7 @@ class Settings:
         "--refine-budget", "at most this many extra concurrencies (or rates)", default=4, type=int, fronts=("crossover",),
         section="analysis")
     confidence: float | None = knob(
-        "--confidence", "interval confidence (default 0.90)", default=0.90, type=float, fronts=("crossover",),
+        "--confidence", "interval confidence (default 0.90)", default="0.90", parse=parse.level, fronts=("crossover",),
         section="analysis")
     capacity: str | None = knob(
         "--capacity", "open loop: each configuration's highest rate meeting these percentile SLOs, e.g. "

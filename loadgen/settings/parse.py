@@ -48,6 +48,17 @@ def share(text: str, what: str, high: float = 0.5) -> float:
     return v
 
 
+def level(text: str, what: str) -> float:
+    """'0.9' → 0.9: a confidence level in [0.5, 1) (as ``loadgen report --confidence`` takes it)."""
+    try:
+        v = float(str(text).strip())
+    except ValueError:
+        raise LoadgenError(f"{what}: {text!r} is not a number (e.g. 0.9)") from None
+    if not 0.5 <= v < 1.0:
+        raise LoadgenError(f"{what}: must lie in [0.5, 1) (e.g. 0.9 for 90 %), got {text!r}")
+    return v
+
+
 def tokens(text: str, what: str) -> int:
     """'512' → 512: a whole number of tokens, 0 allowed (none)."""
     return _whole(text, what, 0, "tokens")

@@ -81,7 +81,10 @@ def test_a_combination_it_cannot_serve_is_one_line_before_any_load(extra, messag
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("tie", ["0", "-2%", "60%", "abc"])
-def test_a_bad_tie_is_one_line(tie, tmp_path):
-    p = in_process("crossover", f"--tie={tie}", "--out", str(tmp_path / "o"))
-    assert p.returncode == 2 and p.stderr.startswith("loadgen: error: --tie: ") and len(p.stderr.splitlines()) == 1
+@pytest.mark.parametrize("flag, value", [("--tie", "0"), ("--tie", "-2%"), ("--tie", "60%"), ("--tie", "abc"),
+                                         ("--confidence", "1.5"), ("--confidence", "0"), ("--confidence", "x")])
+def test_a_bad_tie_or_level_is_one_line_before_any_load(flag, value, tmp_path):
+    # --confidence 1.5 ran every stage and then ended in a traceback (issue 43)
+    p = in_process("crossover", f"{flag}={value}", "--out", str(tmp_path / "o"))
+    assert p.returncode == 2 and p.stderr.startswith(f"loadgen: error: {flag}: ") and len(p.stderr.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
