@@ -53,7 +53,13 @@ def test_each_stage_has_its_spread_across_the_passes(repeated):
         bins[(s["target"], s["concurrency"])] += len(s["workloads"]["chat"]["timeline"]["tokens"])
     comps = {c["concurrency"]: c for c in m["analysis"]["comparisons"]}
     assert comps[1]["n_baseline"] <= bins[("baseline", 1)] and comps[1]["n_baseline"] > bins[("baseline", 1)] / 3
-    assert set(passes["deltas"]) == {"1", "4"} and all(len(d["deltas"]) == 3 for d in passes["deltas"].values())
+    # each pass's own Δ where both targets' stages of that pass are compared (a cold suite's C=1 pass had a
+    # simulator fell behind its model: two deltas there, not three)
+    usable = {(st["target"], st["concurrency"], st["repeat"]) for st in doc["stages"] if not why_unusable(st)}
+    for c in (1, 4):
+        both = [r for r in range(3) if ("baseline", c, r) in usable and ("spec", c, r) in usable]
+        d = passes["deltas"].get(str(c))
+        assert (d is None) if len(both) < 2 else len(d["deltas"]) == len(both), (c, both, d)
     assert "across 3 passes: output throughput's CV per stage" in p.stdout
     assert "Across the 3 passes</h4>" in (out / "report.html").read_text()
 
