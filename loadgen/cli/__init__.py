@@ -8,6 +8,7 @@ input is one ``loadgen: error:`` line. Each module wires settings → run → an
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -26,8 +27,38 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors in one line naming the flag, with the nearest flag for a misspelt one; its usage dump
+    is left out (37 lines before the useful one for ``loadgen crossover``): ``--help`` has it."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}{self._hint(message)}\n")
+
+    def _flags(self) -> list[str]:
+        """Every flag of this parser and of its subcommands."""
+        out = list(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for p in action.choices.values():
+                    out += list(p._option_string_actions)
+        return sorted(set(out))
+
+    def _hint(self, message: str) -> str:
+        if message.startswith("unrecognized arguments: "):
+            near = []
+            for word in message.split(": ", 1)[1].split():
+                flag = word.split("=", 1)[0]
+                if flag.startswith("--"):
+                    near += [f"{flag} → {m}" for m in difflib.get_close_matches(flag, self._flags(), n=1, cutoff=0.7)]
+            return f" (did you mean: {', '.join(near)})" if near else ""
+        if message.endswith("expected one argument"):
+            flag = message.split()[1].rstrip(":")
+            return f" (a value that starts with '-' is given as {flag}=VALUE)"
+        return ""
+
+
 def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, object | None]:
-    parser = argparse.ArgumentParser(prog="loadgen", description=__doc__)
+    parser = OneLineParser(prog="loadgen", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
     module = None

@@ -10,6 +10,7 @@ import argparse
 import sys
 from contextlib import ExitStack
 
+from loadgen import redact
 from loadgen.cli import front
 from loadgen.client.target import Target
 from loadgen.report.sessions import session_lines
@@ -56,4 +57,11 @@ def run(args) -> int:
         return outcome.exit_code
     print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages)]))
     print(f"loadgen: results in {writer.path} (+ .csv, .hlog)", file=sys.stderr)
+    if not any((d.get("requests") or {}).get("completed") for d in outcome.stages):
+        # a CI job must not pass on a run that measured nothing (as crossover's "nothing compared" does not)
+        why = next((f"{k}: {v.get('first_message', '')}" for d in outcome.stages
+                    for k, v in ((d.get("requests") or {}).get("failures") or {}).items()), "")
+        print(f"loadgen: error: no request succeeded at {redact.url(target.url)}" + (f" ({why})" if why else ""),
+              file=sys.stderr)
+        return 1
     return 0

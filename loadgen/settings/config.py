@@ -22,6 +22,7 @@ checks and defaults are the knobs of settings/knobs.py (the Locust options and t
 
 from __future__ import annotations
 
+import difflib
 import signal
 import socket
 import tomli  # a declared dependency: tomllib is Python 3.11+, and the package supports 3.10
@@ -341,6 +342,9 @@ class _Checker:
         for k in table:
             if k not in allowed:
                 where = f"{key}.{k}" if key else k
+                near = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
+                if near:
+                    raise self.fail(where, f"unknown key: did you mean {(key + '.') if key else ''}{near[0]}?")
                 raise self.fail(where, f"unknown key (known{' in [' + key + ']' if key else ''}: {', '.join(allowed)})")
 
 

@@ -32,24 +32,27 @@ class Length:
     def parse(cls, spec: str | int, what: str = "length") -> Length:
         text = str(spec).strip()
         kind, sep, rest = text.partition(":")
+        why = "expected a positive integer N, normal:MEAN,STD or uniform:LOW,HIGH"
         try:
             if not sep:
                 n = int(text)
                 if n >= 1:
                     return cls("fixed", n)
+                why = f"a token count is >= 1, got {n}"
             elif kind == "normal":
                 mean, std = (float(x) for x in rest.split(","))
                 if math.isfinite(mean) and math.isfinite(std) and mean >= 1 and std >= 0:
                     return cls("normal", mean, std)
+                why = "normal:MEAN,STD takes MEAN >= 1 and STD >= 0"
             elif kind == "uniform":
                 low, high = (int(x) for x in rest.split(","))
                 if 1 <= low <= high:
                     return cls("uniform", low, high)
+                why = (f"LOW {low} exceeds HIGH {high} (uniform:LOW,HIGH)" if low > high
+                       else "uniform:LOW,HIGH takes LOW >= 1")
         except ValueError:
             pass
-        raise LoadgenError(
-            f"{what} {text!r}: expected a positive integer N, normal:MEAN,STD or uniform:LOW,HIGH"
-        )
+        raise LoadgenError(f"{what} {text!r}: {why}")
 
     def sample(self, rng: random.Random) -> int:
         if self.kind == "fixed":

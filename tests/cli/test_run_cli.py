@@ -98,3 +98,17 @@ def test_a_bad_faults_spec_in_the_config_is_one_line():
     assert cfgmod.parse(tomllib.loads('[simulator]\nfaults = "reset=0.1"\n'), "x.toml").simulator.faults == "reset=0.1"
     with pytest.raises(LoadgenError, match=r"x.toml: simulator.faults: .*probability must be in \[0, 1\]"):
         cfgmod.parse(tomllib.loads('[simulator]\nfaults = "reset=2"\n'), "x.toml")
+
+
+def test_a_run_where_no_request_succeeded_exits_1_with_its_results_written(cli, tmp_path):
+    """Nothing listens at the URL: every request is a counted failure, the results are written, and the exit status
+    is 1 with one line naming the URL and the failure (it was 0: a CI job passed on a run that measured nothing)."""
+    from tests.cli.runner import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    out = tmp_path / "run.json"
+    p = cli("run", "--url", url, "--ladder", "1", "--duration", "1s", "--warmup", "0.3s", "--out", str(out))
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.splitlines()[-1].startswith(f"loadgen: error: no request succeeded at {url} (connect: "), p.stderr
+    (st,) = json.loads(out.read_text())["stages"]
+    assert st["requests"]["completed"] == 0 and st["requests"]["failed"] >= 1

@@ -280,3 +280,35 @@ class _Started:
 
     def __exit__(self, *exc):
         return None
+
+
+@pytest.mark.parametrize("given,line", [
+    (["crossover", "--durtion", "3s"],
+     "loadgen: error: unrecognized arguments: --durtion 3s (did you mean: --durtion → --duration)"),
+    (["run", "--ladder", "1", "--max-toknes=32"],
+     "loadgen: error: unrecognized arguments: --max-toknes=32 (did you mean: --max-toknes → --max-tokens)"),
+    (["crossover", "--duration", "-1s"],
+     "loadgen crossover: error: argument --duration: expected one argument (a value that starts with '-' is given "
+     "as --duration=VALUE)"),
+    (["crossover", "--protocol", "openai"],
+     "loadgen crossover: error: argument --protocol: invalid choice: 'openai' (choose from 'chat', 'completions', "
+     "'sglang')"),
+    (["crossover", "--xyzzy"], "loadgen: error: unrecognized arguments: --xyzzy"),
+])
+def test_a_flag_argparse_refuses_is_one_line_naming_it_and_the_nearest(given, line, tmp_path):
+    """argparse's own refusals: one line (its 37-line usage dump before it left out), the nearest flag for a
+    misspelt one, how to give a value that starts with '-'."""
+    p = in_process(*given, "--out", str(tmp_path / "o"))
+    assert p.returncode == 2 and p.stderr.splitlines() == [line] and not (tmp_path / "o").exists()
+
+
+def test_a_misspelt_toml_key_names_the_nearest(tmp_path):
+    (tmp_path / "c.toml").write_text("[run]\nladdr = [1, 2]\n[simulator]\nprofil = \"x\"\n")
+    with pytest.raises(LoadgenError, match=r"^c.toml: run.laddr: unknown key: did you mean run.ladder\?$"):
+        cfgmod.load(tmp_path / "c.toml")
+    (tmp_path / "d.toml").write_text("[simulator]\nprofil = \"x\"\n")
+    with pytest.raises(LoadgenError, match=r"^d.toml: simulator.profil: unknown key: did you mean simulator.profile\?$"):
+        cfgmod.load(tmp_path / "d.toml")
+    (tmp_path / "e.toml").write_text("[run]\nqqq = 1\n")
+    with pytest.raises(LoadgenError, match=r"^e.toml: run.qqq: unknown key \(known in \[run\]: ladder, "):
+        cfgmod.load(tmp_path / "e.toml")

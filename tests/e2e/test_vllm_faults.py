@@ -21,14 +21,17 @@ pytestmark = pytest.mark.e2e
 def test_a_prompt_longer_than_the_context_is_a_failure_with_vllms_own_message(vllm_baseline_server,
                                                                                vllm_server_cpu, tmp_path) -> None:
     """max_model_len is 4096: a 6000-word prompt is refused with HTTP 400 before any token; every request
-    of the window is a failure of that class carrying the server's message, and the run ends normally."""
+    of the window is a failure of that class carrying the server's message, and the run ends with its results
+    written and status 1 (no request succeeded: a CI job must not pass on it)."""
     wl = tmp_path / "long.jsonl"
     wl.write_text(json.dumps({"prompt": "lorem " * 6000, "max_tokens": 8}) + "\n")
     out = tmp_path / "long"
     p = run_cli(LOADGEN + ["run", "--url", vllm_baseline_server.url, "--protocol", "completions", "--model",
                            SERVED_NAME, "--workload", str(wl), "--ladder", "1", "--requests", "3", "--warmup", "0s",
                            "--out", str(out)], cpus=client_cpus(vllm_server_cpu), timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert p.stderr.splitlines()[-1].startswith(f"loadgen: error: no request succeeded at {vllm_baseline_server.url} "
+                                                "(http_400: "), p.stderr[-3000:]
     (st,) = json.loads((tmp_path / "long.json").read_text())["stages"]
     req = st["requests"]
     assert req["started"] == req["failed"] == 3 and req["completed"] == 0, req

@@ -54,7 +54,7 @@ def _port_nobody_listens_on() -> int:
 
 
 @pytest.mark.parametrize("toml,args,message", [
-    ("[run]\nladdr = [1, 2]\n", (), "loadgen: error: bad.toml: run.laddr: unknown key (known in [run]: ladder,"),
+    ("[run]\nladdr = [1, 2]\n", (), "loadgen: error: bad.toml: run.laddr: unknown key: did you mean run.ladder?"),
     ("[run]\nladder = \"fast\"\n", (), "loadgen: error: bad.toml: run.ladder: 'fast' is not a comma-separated list of whole numbers"),
     ("[run]\nladder = []\n", (), "loadgen: error: bad.toml: run.ladder: the list of concurrencies is empty"),
     ("[run]\nladder = [1, 10, 5]\n", (), "loadgen: error: bad.toml: run.ladder: concurrencies must increase, got 5 after 10"),

@@ -36,9 +36,15 @@ def test_length_parse(spec: str, kind: str, a: float, b: float) -> None:
     assert str(length) == spec
 
 
-@pytest.mark.parametrize("spec", ["0", "-3", "abc", "normal:200", "normal:x,1", "uniform:300,100", "gamma:1,2", "normal:nan,1"])
-def test_length_parse_rejects(spec: str) -> None:
-    with pytest.raises(LoadgenError, match="expected a positive integer"):
+@pytest.mark.parametrize("spec, why", [
+    ("0", "a token count is >= 1, got 0"), ("-3", "a token count is >= 1, got -3"),
+    ("abc", "expected a positive integer N, normal:MEAN,STD or uniform:LOW,HIGH"),
+    ("normal:200", "expected a positive integer N"), ("normal:x,1", "expected a positive integer N"),
+    ("uniform:300,100", "LOW 300 exceeds HIGH 100 (uniform:LOW,HIGH)"), ("uniform:0,5", "takes LOW >= 1"),
+    ("gamma:1,2", "expected a positive integer N"), ("normal:nan,1", "takes MEAN >= 1 and STD >= 0"),
+])
+def test_length_parse_rejects_saying_why(spec: str, why: str) -> None:
+    with pytest.raises(LoadgenError, match=f"^prompt tokens '{spec}': .*" + why.replace("(", r"\(").replace(")", r"\)")):
         Length.parse(spec, "prompt tokens")
 
 
