@@ -127,8 +127,9 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
             cmd, client_cpus(llama_server_cpu), srv,
             lambda: scrape(srv.url).get("llamacpp:tokens_predicted_total", 0) >= 1)
     stdout, stderr = proc.stdout, proc.stderr
-    assert proc.returncode == 0, stderr[-3000:]
     stages = json.loads(out.read_text())["stages"]
+    # status 1 exactly when no request of any window succeeded (the server may die before the first window's)
+    assert proc.returncode == (0 if any(s["requests"]["completed"] for s in stages) else 1), stderr[-3000:]
     assert [s["concurrency"] for s in stages] == [2, 4]  # the run went on to the next stage
     first, second = stages
     req = first["requests"]

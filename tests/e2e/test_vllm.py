@@ -286,8 +286,10 @@ def test_a_vllm_killed_mid_stage_is_counted_and_the_run_goes_on(three, vllm_ngra
     finally:
         srv.stop()  # killed: no longer one of the servers the suite checks are alive
     stdout, stderr = proc.stdout, proc.stderr
-    assert proc.returncode == 0, stderr[-3000:]
     first, second = json.loads(out.read_text())["stages"]
+    # status 1 exactly when no request of any window succeeded (the server may die before the first window's)
+    assert proc.returncode == (0 if first["requests"]["completed"] or second["requests"]["completed"] else 1), \
+        stderr[-3000:]
     req = first["requests"]
     assert req["started"] == req["completed"] + req["failed"] == n and req["failed"] >= 1, req
     assert set(req["failures"]) <= {"disconnected", "connect", "truncated", "http_error"}, req["failures"]
