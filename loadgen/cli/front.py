@@ -234,7 +234,7 @@ def ramp_plan(s: Settings, targets: list[Target], workloads: list[str], make_sou
                     processes=s.processes, loop=s.loop, commands=commands or {}, adapt_window=adapt_window,
                     max_stage_s=s.max_stage_time, max_run_s=s.max_run_time,
                     server_metrics_interval=s.server_metrics_interval, reset_cache=bool(s.reset_cache),
-                    repeat=s.repeat or 1, looks=getattr(s, "passes", None) or 1)
+                    repeat=s.repeat or 1, looks=s.passes or 1)
 
 
 @dataclass

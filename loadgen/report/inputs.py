@@ -83,6 +83,11 @@ class Slice:
     flags: list[tuple[str, str]] = field(default_factory=list)
     """(kind, text); kind is "client", "fail", "approx", "incomplete" or "note"."""
 
+    @property
+    def window_s(self) -> float | None:
+        """Seconds of window over its pooled stages (every pass); None when none recorded one."""
+        return sum((st.get("window") or {}).get("duration_s") or 0.0 for st in self.stages) or None
+
     def get(self, metric: str, key: str = "p50") -> float | None:
         v = self.d.get(metric)
         if isinstance(v, dict):

@@ -176,7 +176,7 @@ def _open_html(ra: RunAnalysis, m: MetricResult, per_target: dict[str, dict[int,
     """The load points still open and what each needs (words.open_sentence), under the comparison table."""
     def window_s(c: int) -> float | None:
         sl = per_target.get(ra.baseline, {}).get(c)
-        return sum((st.get("window") or {}).get("duration_s") or 0.0 for st in sl.stages) or None if sl else None
+        return sl.window_s if sl else None
 
     said = open_sentence(ra, m.analysis, window_s)
     return f'<p class="muted">{escape(said)}</p>' if said else ""

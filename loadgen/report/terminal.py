@@ -38,13 +38,6 @@ def any_compared(ra: RunAnalysis) -> bool:
     return any(cov.compared for cov in ra.coverage.values())
 
 
-def _window_s(doc: dict, target: str, wl: str, c: int) -> float | None:
-    """Seconds of ``target``'s windows at (``wl``, C) over every pass (None: not recorded)."""
-    got = [((s.get("window") or {}).get("duration_s") or 0.0) for s in doc.get("stages") or []
-           if s.get("target") == target and s.get("concurrency") == c and wl in (s.get("workloads") or {"all": 0})]
-    return sum(got) or None
-
-
 def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | None = None,
                      verbose: bool = False) -> str:
     """The answer in one screen: per workload the deciding metric's table (``metric``: another's), stages not
@@ -55,6 +48,15 @@ def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | 
     if ra.configs:
         return configs_tables(ra, metric)
     lines = []
+    sliced: dict = {}
+
+    def window_s(wl: str, c: int) -> float | None:
+        """The reference's window seconds at (wl, C), from the run's slices (read once, when a point is open)."""
+        if not sliced:
+            sliced.update(slices(doc))
+        sl = sliced.get(wl, {}).get(ra.baseline, {}).get(c)
+        return sl.window_s if sl else None
+
     for wl, per in ra.workloads.items():
         cov = ra.coverage.get(wl)
         if metric not in per:
@@ -81,7 +83,7 @@ def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | 
             lines.append(f"  C={c} not compared: {why}")
         if cov is not None and cov.cut:
             lines.append(f"  {cov.cut[0].upper()}{cov.cut[1:]}.")
-        still = open_sentence(ra, a, (lambda c: _window_s(doc, ra.baseline, wl, c)) if doc is not None else None)
+        still = open_sentence(ra, a, (lambda c, wl=wl: window_s(wl, c)) if doc is not None else None)
         if still:
             lines.append(f"  {still}")
         if m.passes is not None:
