@@ -30,7 +30,7 @@ from typing import Callable
 from loadgen.client.target import Target
 from loadgen.record import CANCELLED, RequestRecord
 from loadgen.run.spec import Cut, StageSpec, WindowProbe
-from loadgen.serverview.checks import ClientView, add_checks, ended_between
+from loadgen.serverview.checks import ClientView, add_checks, ended_between, ended_inside
 from loadgen.run.window import (ENDED_KEEP_NS, FAR, OPEN_AHEAD_NS, OPEN_SCRAPE_LEAD_NS, RecordFolder, StageState,
                                 Steadiness)
 from loadgen.stage.result import ClientHealth, Slo, StageAccumulator, StageResult
@@ -106,7 +106,7 @@ class Lifecycle:
                 state.ws == FAR or rec.end_ns >= state.ws - ENDED_KEEP_NS):
             # only around the window's scrapes: a long stage must not keep every request
             self.ended.append((rec.end_ns, rec.output_tokens or rec.tokens_received, rec.verify_ct,
-                               rec.accepted_drafts, rec.proposed_drafts))
+                               rec.accepted_drafts, rec.proposed_drafts, _last_token_ns(rec)))
 
     # --- the phases -----------------------------------------------------------------------------
     async def drive(self, *, tokens: Callable[[], int] | None = None, waiting: Callable[[], int] | None = None,
@@ -189,8 +189,8 @@ class Lifecycle:
                     # peak over the whole stage plus its period: the scrapes lie outside the window its figures
                     # cover, and with the window's 7.3 ms alone one request of 63 (1.4 %) fell on the wrong side
                     lag = self.lag.peak_ns + int(self.lag.interval_s * 1e9)
-                    narrow = ended_between(self.ended, edges[0][1] + lag, edges[1][0])
-                    wide = ended_between(self.ended, edges[0][0], edges[1][1] + lag)
+                    narrow = ended_inside(self.ended, edges[0][1] + lag, edges[1][0], surely=True)
+                    wide = ended_inside(self.ended, edges[0][0], edges[1][1] + lag, surely=False)
                 view = ClientView(spec.concurrency, max(1, round(spec.concurrency / max(1, self.n_users))),
                                   ended_between(self.ended, *span), self.tokens_open, tokens_close, probe.max_running,
                                   ended_narrow=narrow, ended_wide=wide, open_loop=spec.open_loop,
@@ -382,3 +382,13 @@ def frozen_heap():
 
 async def _sleep_until(t_ns: int) -> None:
     await asyncio.sleep(max(0.0, (t_ns - _now()) / 1e9))
+
+
+def _last_token_ns(rec: RequestRecord) -> int:
+    """When the last token that arrived before the stream's close arrived (a silent stop token is stamped
+    at the close: the server generated it after the one before); 0 when none did."""
+    end = rec.end_ns
+    for t in reversed(rec.chunk_ns):
+        if t < end:
+            return t
+    return 0

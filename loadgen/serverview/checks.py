@@ -57,10 +57,27 @@ class Ended:
 
 
 def ended_between(rows, lo: int, hi: int) -> Ended:
-    """The requests of ``rows`` — (end ns, output tokens, verify_ct, accepted, proposed) — that ended in (lo, hi]."""
+    """The requests of ``rows`` — (end ns, output tokens, verify_ct, accepted, proposed[, last token ns]) —
+    whose stream closed in (lo, hi]."""
     out = Ended()
-    for e, k, verify, accepted, proposed in rows:
+    for e, k, verify, accepted, proposed, *_ in rows:
         if lo < e <= hi:
+            out.add(k, verify, accepted, proposed)
+    return out
+
+
+def ended_inside(rows, lo: int, hi: int, *, surely: bool) -> Ended:
+    """The requests the server counted inside (lo, hi] for sure (``surely``), or can have counted there.
+
+    A server counts a request somewhere between the arrival of its last token and the close of its
+    stream (the row's last token ns and end ns): it finished generating after sending that token and
+    before closing. The close alone misplaces requests whose final chunk the server delivered late:
+    with both cores busy a llama-server counted 279 tokens in a window where the streams that closed
+    inside it held 255, one request of 24 counted before the closing scrape and closed after it."""
+    out = Ended()
+    for e, k, verify, accepted, proposed, *last in rows:
+        start = min(last[0], e) if last and last[0] else e
+        if (lo < start and e <= hi) if surely else (lo < e and start <= hi):
             out.add(k, verify, accepted, proposed)
     return out
 

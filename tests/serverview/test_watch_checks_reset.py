@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from loadgen.analysis.coverage import not_comparable
-from loadgen.serverview.checks import ClientView, Ended, add_checks
+from loadgen.serverview.checks import ClientView, Ended, add_checks, ended_between, ended_inside
 from loadgen.serverview.page import parse
 from loadgen.serverview.reset import reset_cache
 from loadgen.serverview.summary import window_summary
@@ -124,6 +124,26 @@ def test_request_end_counts_compare_with_the_requests_that_ended() -> None:
     block = add_checks(_llama_block(100, 7, 89, 51, (4, 4)), ClientView(4, 1, ended2))
     assert block["checks"]["tokens"]["verdict"] == "disagree"
     assert "100 generated tokens" in block["notes"][0] and "-2.00 %" in block["notes"][0]
+
+
+def test_a_request_counted_before_the_closing_scrape_and_closed_after_it_may_be_counted() -> None:
+    """A server counts a request between its last token's arrival and its stream's close; the rows give
+    both. Requests of 24 tokens, scrapes answered at 100 and 200 (edges ns), no loop lag: the third
+    request's last token came at 199 and its stream closed at 230, so the server may have counted it
+    (279 = 255 + 24 agrees); the fourth's last token came at 210, after the read: it cannot have."""
+    rows = [(150, 231, None, None, None, 140), (160, 24, None, None, None, 155),
+            (230, 24, None, None, None, 199), (260, 24, None, None, None, 210)]
+    edges = ((90, 100), (200, 205))
+    assert ended_between(rows, 100, 202).output_tokens == 255
+    narrow = ended_inside(rows, edges[0][1], edges[1][0], surely=True)
+    wide = ended_inside(rows, edges[0][0], edges[1][1], surely=False)
+    assert (narrow.output_tokens, wide.output_tokens) == (255, 279)
+    for server, verdict in ((279, "agree"), (303, "disagree")):
+        view = ClientView(2, 1, ended_between(rows, 100, 202), ended_narrow=narrow, ended_wide=wide)
+        t = add_checks(_llama_block(server, 7, 89, 51, (2, 2, 2)), view)["checks"]["tokens"]
+        assert t["verdict"] == verdict and t["client_range"] == [255, 279], t
+    # a row without its last token's time (the Locust workers' rows) is placed by its close alone
+    assert ended_inside([r[:5] for r in rows], 90, 205, surely=False).output_tokens == 255
 
 
 def test_acceptance_that_differs_is_a_note() -> None:
