@@ -266,7 +266,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--processes", type=int, default=1, help="client processes per stage (loadgen run --processes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rss-bound", type=float, default=RSS_BOUND_PCT_PER_H, help="RSS growth bound, %% per hour")
-    p.add_argument("--out", default="results/soak/run.json", help="the results file (+ .csv, .hlog)")
+    p.add_argument("--out", default="results/soak", help="results folder: run.json, run.csv, run.hlog")
     a = p.parse_args(argv)
     a.duration_s = parse_duration(a.duration, "--duration")
     a.stage_s = parse_duration(a.stage, "--stage")
@@ -310,7 +310,7 @@ def main(argv: list[str]) -> int:
             meta["targets"] = [{"label": target.label, "url": target.url, "protocol": target.protocol}]
             sampler = RssSampler(sim.pid)
             t0 = time.monotonic()
-            writer = SoakWriter(a.out, meta, sampler, t0)
+            writer = SoakWriter(Path(a.out) / "run.json", meta, sampler, t0)
             plan = RampPlan(targets=[target], ladder=[a.concurrency] * a.stages, workloads=[a.workload],
                             make_source=make_source, opts=RunOptions(seed=a.seed, timeouts=Timeouts()),
                             duration_s=a.stage_s, warmup_s=a.warmup_s, processes=a.processes,
@@ -332,6 +332,6 @@ def main(argv: list[str]) -> int:
         lines.append(f"  cut by {cut['by']}: {cut['stages_not_run']} planned stage(s) not run; the "
                      f"{len(writer.rows)} run are kept")
     print("\n".join(lines), flush=True)
-    print(f"results in {Path(a.out)} (+ .csv, .hlog)" + ("; interrupted, the stages so far kept" if interrupted else ""),
+    print(f"results in {Path(a.out) / 'run.json'} (+ .csv, .hlog)" + ("; interrupted, the stages so far kept" if interrupted else ""),
           flush=True)
     return 130 if interrupted else (0 if ok else 1)

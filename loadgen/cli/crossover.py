@@ -47,7 +47,7 @@ def run(args) -> int:
         cfgmod.overlay(s, cfg, defaults, "crossover")
     if s.from_:
         return _from_results(s, defaults)
-    out = Path(s.out)
+    out = front.out_folder(s.out)
     configs = configurations(s, cfg.targets if cfg else [])
     _check_passes(s, len(configs) if configs is not None else len(s.sim_modes or ("baseline", "spec")))
     on_sim = configs is None
@@ -100,7 +100,7 @@ def _from_results(s: Settings, defaults: Settings) -> int:
     path = Path(s.from_)
     doc = load(path / "run.json" if path.is_dir() else path)
     src = path if path.is_dir() else path.parent
-    out = Path(s.out) if s.out != defaults.out else src
+    out = front.out_folder(s.out) if s.out != defaults.out else src
     if out.resolve() != src.resolve() or (path.is_file() and path.name != "run.json"):
         # The report reads the run from the folder it is written to: a new --out, or a Locust ramp's
         # ramp.json, gets a copy of the run's files (before, the analysis printed and then the report

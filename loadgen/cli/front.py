@@ -37,13 +37,13 @@ def resumed_args(args, command: str, defaults: dict) -> tuple[argparse.Namespace
 
     Given alone (or with its own --out), the run's flags as run.json recorded them; else the flags given,
     which must ask for the same run (:func:`check_resume`, once they are typed and their defaults filled).
-    The results go on in the run's own folder (crossover) or file (run)."""
+    The results go on in the run's own folder."""
     if not args.resume:
         return args, None
     if getattr(args, "from_", None):
         raise LoadgenError("--resume runs what an interrupted run left; --from analyses a finished one: give one")
     path, doc = load_for_resume(args.resume, command)
-    where = path.parent if command == "crossover" else path
+    where = path.parent
     if args.out != defaults["out"] and Path(args.out).resolve() != where.resolve():
         raise LoadgenError(f"--out {args.out}: a resumed run goes on where it was, {where}")
     if all(getattr(args, n) == v for n, v in defaults.items() if n not in recorded.NOT_COMPARED):
@@ -64,6 +64,14 @@ def resumed_args(args, command: str, defaults: dict) -> tuple[argparse.Namespace
     args.resume = str(path)
     args.out = str(where)
     return args, doc
+
+
+def out_folder(out: str) -> Path:
+    """``--out``: a folder in every command (run.json and what goes beside it are written in it)."""
+    p = Path(out)
+    if p.is_file() or p.suffix == ".json":
+        raise LoadgenError(f"--out {out}: a folder is expected (run.json and its companions are written in it)")
+    return p
 
 
 def check_resume(doc: dict | None, s: Settings, command: str) -> None:

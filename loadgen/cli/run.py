@@ -1,7 +1,7 @@
 """``loadgen run``: fixed-concurrency stages against one target, a table and a JSON file.
 
-In: the flags (settings/knobs.py, front "run"). Out: OUT.json (+ .csv, .hlog), the stage table
-on stdout. A ramp of one target, built as the crossover's two (cli/front.py).
+In: the flags (settings/knobs.py, front "run"). Out: OUT/run.json (+ run.csv, run.hlog), the stage
+table on stdout. A ramp of one target, built as the crossover's two (cli/front.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     args, resume_doc = front.resumed_args(args, "run", flags.defaults("run"))
     s = flags.typed(args, "run")
+    out = front.out_folder(s.out)
     front.check_resume(resume_doc, s, "run")
     front.open_plan(s)  # an open-loop flag in a wrong combination fails here, before the simulator starts
     workloads = front.workloads_of(s, [s.workload])
@@ -45,7 +46,7 @@ def run(args) -> int:
         target = Target(s.label or (s.sim_mode if s.url is None else "target"), url, s.protocol, s.model,
                         s.header, s.spec_details)
         meta["targets"] = front.target_meta([target])
-        writer = ResultsWriter(s.out, meta, resume=resume_doc)
+        writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
         front.probe_ahead([target], {}, writer)
         plan = front.ramp_plan(s, [target], workloads, make_source, opts)
         outcome = front.drive(plan, writer)

@@ -47,7 +47,7 @@ LOOP = "auto"
 READ_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
 MAX_COOLDOWN_S = 600.0
-OUT = MappingProxyType({"run": "results/run.json", "crossover": "results/crossover", "locust": "results/ramp"})
+OUT = MappingProxyType({"run": "results/run", "crossover": "results/crossover", "locust": "results/ramp"})
 """run writes one JSON (a .csv and .hlog beside it); crossover and the Locust ramp a folder."""
 
 
@@ -245,8 +245,9 @@ class Settings:
         "--tokenizer", "HF tokenizer.json (or folder) for servers without per-chunk usage", toml="run.tokenizer",
         attr="tokenizer", check="string", section="traffic")
     out: str | None = knob(
-        "--out", "results JSON (a .csv and .hlog go beside it)", fronts=FRONTS, default_by=OUT,
-        help_by={"crossover": f"output folder (default {OUT['crossover']})",
+        "--out", "results folder: run.json, run.csv and run.hlog go in it", fronts=FRONTS, default_by=OUT,
+        help_by={"run": f"results folder: run.json, run.csv and run.hlog (default {OUT['run']})",
+                 "crossover": f"results folder: run.json, crossover.json, report.html (default {OUT['crossover']})",
                  "locust": f"results folder (default {OUT['locust']})"},
         toml="run.out", attr="out", check="nonblank", section="output",
         from_config=False)  # crossover writes its own folder: the config's out is the Locust ramp's

@@ -116,7 +116,7 @@ def test_a_trace_replays(cli, tmp_path):
     out = tmp_path / "run.json"
     # the trace's 57 s at 8x: 7 s, 136 of its 162 requests planned after the warm-up
     p = cli("run", "--trace", "mooncake-small", "--trace-speed", "8", "--warmup", "0.5s", "--sim-time-scale", "5",
-            "--out", str(out))
+            "--out", str(out.parent))
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(out.read_text())
     [s] = doc["stages"]

@@ -14,7 +14,7 @@ def _run(cli, tmp_path, extra_args):
     out = tmp_path / "run.json"
     with SimProcess(mode="baseline", time_scale=20, extra_args=extra_args) as sim:
         p = cli("run", "--url", sim.url, "--protocol", "chat", "--ladder", "2", "--duration", "1s",
-                "--warmup", "0.2s", "--max-tokens", "40", "--ignore-eos", "--out", str(out))
+                "--warmup", "0.2s", "--max-tokens", "40", "--ignore-eos", "--out", str(out.parent))
     assert p.returncode == 0, p.stderr
     stage = json.loads(out.read_text())["stages"][0]
     row = next(csv.DictReader(io.StringIO((tmp_path / "run.csv").read_text())))

@@ -162,7 +162,7 @@ def test_loadgen_run_cut_by_ctrl_c_resumes_and_runs_the_cut_stage_again(cli, tmp
     # the signal lands at the second stage's first progress line (1 s in), 3 s before its window ends: the
     # stage it cuts is the second whatever the host's speed
     flags = ["--ladder", "1,2,3", "--duration", "4s", "--warmup", "0.2s", "--sim-time-scale", "10", "--seed", "5"]
-    p = start("run", *flags, "--out", str(out))
+    p = start("run", *flags, "--out", str(out.parent))
     try:
         stderr_until(p, "C=2: ")  # the second stage's first progress line: its signal handler is set
         p.send_signal(signal.SIGINT)

@@ -9,7 +9,7 @@ from tests.cli.runner import in_process, start, stderr_until
 def test_run_against_the_embedded_simulator(cli, tmp_path):
     out = tmp_path / "run.json"
     p = cli("run", "--ladder", "1,3", "--duration", "2s", "--warmup", "0.5s", "--sim-time-scale", "10",
-                "--sim-mode", "spec", "--workload", "predictable", "--out", str(out))
+                "--sim-mode", "spec", "--workload", "predictable", "--out", str(out.parent))
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["schema"] == "loadgen.run/1" and [s["concurrency"] for s in doc["stages"]] == [1, 3]
@@ -30,7 +30,7 @@ def test_ctrl_c_keeps_finished_stages(live, tmp_path):
     out = tmp_path / "run.json"
     # cut at the second stage's first progress line (1 s in), 3 s before its window ends
     p = start("run", "--ladder", "1,2,3", "--duration", "4s", "--warmup", "0.2s", "--sim-time-scale", "10",
-              "--out", str(out))
+              "--out", str(out.parent))
     try:
         head = stderr_until(p, "C=2: ")  # the second stage's first progress line: its signal handler is set
         p.send_signal(signal.SIGINT)
@@ -56,7 +56,7 @@ def test_bad_input_is_one_line(tmp_path):
         (["--url", "http://127.0.0.1:9", "--slo", "foo=1"], "--slo"),
         (["--sim-faults", "reset=0.1,nope=1"], "--sim-faults: 'nope=1': unknown fault 'nope'"),
     ]:
-        p = in_process("run", *args, "--out", str(tmp_path / "x.json"))
+        p = in_process("run", *args, "--out", str(tmp_path / "x"))
         assert p.returncode == 2, (args, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr, (args, p.stderr)
@@ -69,7 +69,7 @@ def test_warmup_covers_users_queued_behind_the_running_cap(cli, tmp_path):
     out = tmp_path / "run.json"
     with SimProcess(mode="baseline", time_scale=20, extra_args=["--max-running-requests", "4"]) as sim:
         p = cli("run", "--url", sim.url, "--ladder", "2,12", "--duration", "1s", "--warmup", "0.01s",
-                    "--max-tokens", "60", "--ignore-eos", "--out", str(out))
+                    "--max-tokens", "60", "--ignore-eos", "--out", str(out.parent))
     assert p.returncode == 0, p.stderr
     stages = json.loads(out.read_text())["stages"]
     assert [s["concurrency"] for s in stages] == [2, 12]
@@ -80,7 +80,7 @@ def test_warmup_covers_users_queued_behind_the_running_cap(cli, tmp_path):
 def test_the_embedded_simulator_injects_faults_and_the_stage_counts_them(cli, tmp_path):
     out = tmp_path / "run.json"
     p = cli("run", "--ladder", "3", "--duration", "1.5s", "--warmup", "0.3s", "--sim-time-scale", "10",
-                "--max-tokens", "20", "--sim-faults", "http503=0.2,truncate=0.2", "--out", str(out))
+                "--max-tokens", "20", "--sim-faults", "http503=0.2,truncate=0.2", "--out", str(out.parent))
     assert p.returncode == 0, p.stderr
     req = json.loads(out.read_text())["stages"][0]["requests"]
     assert set(req["failures"]) == {"http_503", "truncated"}, req
@@ -107,7 +107,7 @@ def test_a_run_where_no_request_succeeded_exits_1_with_its_results_written(cli, 
 
     url = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "run.json"
-    p = cli("run", "--url", url, "--ladder", "1", "--duration", "1s", "--warmup", "0.3s", "--out", str(out))
+    p = cli("run", "--url", url, "--ladder", "1", "--duration", "1s", "--warmup", "0.3s", "--out", str(out.parent))
     assert p.returncode == 1, p.stderr
     assert p.stderr.splitlines()[-1].startswith(f"loadgen: error: no request succeeded at {url} (connect: "), p.stderr
     (st,) = json.loads(out.read_text())["stages"]

@@ -151,7 +151,7 @@ def test_loadgen_run_with_a_header_and_url_credentials(servers, tmp_path):
     pb.seen.clear()
     out = tmp_path / "run"
     p = loadgen("run", "--url", pb.url(f"user:{URL_PASSWORD}"), "--header", f"X-Api-Key: {HEADER_KEY}",
-                *FAST, "--out", str(out / "run.json"), cwd=tmp_path)
+                *FAST, "--out", str(out), cwd=tmp_path)
     doc = json.loads((out / "run.json").read_text())
     assert all(n > 0 for n in completed(doc)), doc["stages"][0]["requests"]
     # written masked, name kept; the URL keeps its host and port

@@ -24,7 +24,7 @@ def check_block(stage: dict, turns: int) -> None:
 def test_run_prints_and_writes_the_turns(cli, tmp_path):
     out = tmp_path / "run.json"
     p = cli("run", "--workload", "chat", "--ladder", "2", "--turns", "3", "--shared-prefix", "20", "--max-tokens",
-            "16", "--requests", "18", "--warmup", "0.2s", "--sim-time-scale", "10", "--out", str(out))
+            "16", "--requests", "18", "--warmup", "0.2s", "--sim-time-scale", "10", "--out", str(out.parent))
     assert p.returncode == 0, p.stderr
     [stage] = json.loads(out.read_text())["stages"]
     check_block(stage, 3)

@@ -127,7 +127,7 @@ def test_each_default_is_defined_once():
     assert flags.defaults("run")["warmup"] == "5s" and flags.defaults("run")["duration"] == "30s"
     assert (cfgmod.RampConfig().warmup_s, cfgmod.RampConfig().duration_s) == (5.0, 30.0)
     assert flags.defaults("crossover")["sim_time_scale"] == 5.0 and flags.defaults("run")["sim_time_scale"] == 1.0
-    assert flags.defaults("run")["out"] == "results/run.json" and cfgmod.RampConfig().out == "results/ramp"
+    assert flags.defaults("run")["out"] == "results/run" and cfgmod.RampConfig().out == "results/ramp"
 
 
 

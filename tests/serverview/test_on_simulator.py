@@ -57,7 +57,7 @@ def test_crossover_in_the_vllm_flavour_with_cache_resets(favoured, tmp_path):
 def test_run_in_the_sglang_flavour_counts_what_the_client_counted(favoured, tmp_path):
     out = tmp_path / "r"
     p = loadgen("run", "--ladder", "1,8", "--duration", "3s", "--warmup", "1s", "--sim-time-scale", "5",
-                "--sim-mode", "spec", "--out", str(out / "run.json"))
+                "--sim-mode", "spec", "--out", str(out))
     assert p.returncode == 0, p.stderr
     for st in _blocks(out):
         s = st["server"]

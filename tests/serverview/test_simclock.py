@@ -50,13 +50,13 @@ def _run(url: str, out) -> dict:
                         "--warmup", "1s", "--max-tokens", "64", "--ignore-eos", "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    (st,) = json.loads(out.read_text())["stages"]
+    (st,) = json.loads((out / "run.json").read_text())["stages"]
     return st
 
 
 def test_a_paused_simulator_is_told_apart_from_one_that_kept_its_clock(sim, tmp_path):
     proc, url = sim
-    kept = _run(url, tmp_path / "kept.json")
+    kept = _run(url, tmp_path / "kept")
     assert kept["simulator"]["forwards"] > 100 and not kept["simulator"]["starved"], kept["simulator"]
     assert not [n for n in kept["notes"] if "starved" in n]
 
@@ -72,7 +72,7 @@ def test_a_paused_simulator_is_told_apart_from_one_that_kept_its_clock(sim, tmp_
     t = threading.Thread(target=pause_often, daemon=True)
     t.start()
     try:
-        starved = _run(url, tmp_path / "starved.json")
+        starved = _run(url, tmp_path / "starved")
     finally:
         stop.set()
         t.join()
