@@ -115,7 +115,7 @@ def run_runner(url: str, a, out: Path, cpu) -> dict:
            "--label", "runner", "--out", str(out)]
     subprocess.run(pinned_env_cmd(cmd, cpu), check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    return json.loads(out.read_text())["stages"][0]
+    return json.loads((out / "run.json").read_text())["stages"][0]
 
 
 def run_locust(url: str, a, folder: Path, cpu) -> dict:
@@ -170,7 +170,7 @@ def main() -> int:
                         folder = Path(tmp) / f"{mode}-{rnd}-{path}"
                         folder.mkdir()
                         if path in ("runner", "runner2"):
-                            stage = run_runner(url, a, folder / "runner.json", client_cpu)
+                            stage = run_runner(url, a, folder / "runner", client_cpu)
                         else:
                             stage = run_locust(url, a, folder, client_cpu)
                         row = figures(mode, path, rnd, stage, true_summary(truth(url), stage))

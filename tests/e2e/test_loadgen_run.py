@@ -33,7 +33,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     out = tmp_path_factory.mktemp(f"run-{label}") / "run.json"
     cmd = LOADGEN + ["run", "--url", server.url, "--protocol", protocol, "--label", label, "--model", "gemma",
                      "--ladder", ",".join(map(str, LADDER)), "--workload", ":1,".join(WORKLOADS) + ":1",
-                     "--seed", "7", *STAGE, "--reset-cache", "--out", str(out)]
+                     "--seed", "7", *STAGE, "--reset-cache", "--out", str(out.parent)]
     with ServerTotals(server.url) as totals:
         proc = run_cli(cmd, cpus=client_cpus(llama_server_cpu), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -121,7 +121,7 @@ def test_server_dying_mid_run_is_recorded_and_the_run_goes_on(llama_binary: Path
     with LlamaServer(model=llama_model, binary=llama_binary, cpu=llama_server_cpu, name="doomed") as srv:
         cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--ladder", "2,4",
                          "--requests", str(n), "--warmup", "0s", "--workload", "freetext", "--max-tokens", "24",
-                         "--out", str(out)]
+                         "--out", str(out.parent)]
         # kill the server once it has finished a request, with the other user's request in flight
         proc, run_pid, server_pid = run_killing_server(
             cmd, client_cpus(llama_server_cpu), srv,
@@ -157,7 +157,7 @@ def test_streams_ending_together_do_not_fail(llama_baseline: str, llama_server_c
                           for i in range(60)))
     out = tmp_path / "run.json"
     proc = run_cli(LOADGEN + ["run", "--url", llama_baseline, "--protocol", "completions", "--ladder", "4",
-                              "--requests", "12", "--warmup", "0s", "--workload", str(wl), "--out", str(out)],
+                              "--requests", "12", "--warmup", "0s", "--workload", str(wl), "--out", str(out.parent)],
                    cpus=client_cpus(llama_server_cpu), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (stage,) = json.loads(out.read_text())["stages"]

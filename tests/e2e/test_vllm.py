@@ -199,7 +199,7 @@ def test_open_loop_and_locust_against_the_speculative_server(vllm_spec_server, v
                            "--out", str(tmp_path / "rate")],
                 cpus=client_cpus(vllm_server_cpu), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    (st,) = json.loads((tmp_path / "rate.json").read_text())["stages"]
+    (st,) = json.loads((tmp_path / "rate" / "run.json").read_text())["stages"]
     req = st["requests"]
     assert req["failed"] == 0 and req["completed"] > 0 and st["token_counts"] == "exact", req
     assert req["started"] == req["completed"] + req["cancelled"], req
@@ -274,12 +274,12 @@ def test_a_vllm_killed_mid_stage_is_counted_and_the_run_goes_on(three, vllm_ngra
     killed once its second request has begun (the first has ended, C=1), with that one in flight: the stage
     keeps its window, the streams cut and the sends that found no one are failures with their reasons, the
     next stage runs (every send 'connect'), nothing is left."""
-    out = tmp_path / "doomed.json"
+    out = tmp_path / "run.json"
     n = 6
     srv = vllm_ngram2_server
     cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--model", SERVED_NAME,
                      "--ladder", "1,2", "--requests", str(n), "--warmup", "0s", "--workload", "freetext",
-                     "--max-tokens", "24", "--prompt-tokens", "32", "--out", str(out)]
+                     "--max-tokens", "24", "--prompt-tokens", "32", "--out", str(out.parent)]
     try:
         proc, run_pid, server_pid = run_killing_server(cmd, client_cpus(vllm_server_cpu), srv,
                                                        lambda: _requests_begun(srv.log_path) >= 2)

@@ -32,7 +32,7 @@ def test_a_prompt_longer_than_the_context_is_a_failure_with_vllms_own_message(vl
     assert p.returncode == 1, p.stderr[-3000:]
     assert p.stderr.splitlines()[-1].startswith(f"loadgen: error: no request succeeded at {vllm_baseline_server.url} "
                                                 "(http_400: "), p.stderr[-3000:]
-    (st,) = json.loads((tmp_path / "long.json").read_text())["stages"]
+    (st,) = json.loads((out / "run.json").read_text())["stages"]
     req = st["requests"]
     assert req["started"] == req["failed"] == 3 and req["completed"] == 0, req
     (cls, f), = req["failures"].items()
