@@ -16,6 +16,12 @@ from loadgen.errors import LoadgenError
 
 def register(p: argparse.ArgumentParser) -> None:
     crossover.register(p)
+    p.epilog = """examples:
+  loadgen capacity --rate 3,6,10,15 --capacity ttft_p99=160ms,tpot_p50=8ms --duration 10s
+      the embedded simulator: each configuration's highest rate meeting both SLOs
+  loadgen capacity --baseline-url http://gpu:8000 --spec-url http://gpu:8001 --protocol chat \\
+      --model Qwen/Qwen3-8B --rate 1,2,4,8 --capacity ttft_p99=800ms,tpot_p50=40ms
+      two vLLM servers, Poisson arrivals from 1 to 8 req/s and up until the SLOs fail"""
 
 
 def run(args) -> int:

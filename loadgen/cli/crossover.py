@@ -34,7 +34,24 @@ from loadgen.settings.targets import Configuration, configurations
 from loadgen.sim import profiles
 
 
+EXAMPLES = """examples:
+  loadgen crossover --ladder 1,10,30 --duration 3s
+      the embedded simulator (no GPU): a ramp and a verdict in about a minute
+  loadgen crossover --baseline-url http://gpu:30000 --spec-url http://gpu:30001 \\
+      --workload predictable,chat,freetext --max-run-time 30m
+      two SGLang servers (native /generate), three kinds of prompts, half an hour
+  loadgen crossover --baseline-url http://gpu:8000 --spec-url http://gpu:8001 \\
+      --protocol chat --model Qwen/Qwen3-8B
+      two vLLM servers: the OpenAI chat route and the served model's name
+  loadgen crossover --from results/crossover
+      the analysis and report again, from a finished run's folder
+(docs/guide.md: every option; docs/real-servers.md: exact server commands)"""
+
+
 def register(p: argparse.ArgumentParser) -> None:
+    p.usage = "%(prog)s [options]   (the options most runs set come first, under 'common')"
+    p.epilog = EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     flags.register(p, "crossover")
 
 

@@ -19,7 +19,20 @@ from loadgen.run.results import ResultsWriter
 from loadgen.settings import flags, recorded
 
 
+EXAMPLES = """examples:
+  loadgen run --ladder 1,5 --duration 5s
+      the embedded simulator: two stages, a table and OUT/run.json
+  loadgen run --url http://gpu:8000 --protocol chat --model Qwen/Qwen3-8B --ladder 1,4,16
+      one vLLM server over three concurrencies
+  loadgen run --url http://gpu:30000 --rate 1,2,4 --duration 60s
+      one SGLang server at three Poisson request rates (open loop)
+(loadgen crossover compares two servers; docs/guide.md: every option)"""
+
+
 def register(p: argparse.ArgumentParser) -> None:
+    p.usage = "%(prog)s [options]   (the options most runs set come first, under 'common')"
+    p.epilog = EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     flags.register(p, "run")
 
 

@@ -15,6 +15,11 @@ from loadgen.settings.knobs import Knob, Settings, knobs
 SECTIONS = {"target": "target", "stages": "stages", "traffic": "traffic", "output": "results",
             "analysis": "analysis", "sim": "embedded simulator"}
 SIM_WHEN = {"run": "when --url is omitted", "crossover": "when no URL is given"}
+COMMON = {"run": ("url", "protocol", "model", "workload", "ladder", "duration", "max_run_time", "out"),
+          "crossover": ("baseline_url", "spec_url", "protocol", "model", "workload", "ladder", "duration",
+                        "max_run_time", "out", "from_")}
+"""The flags most runs set, first in --help: where the servers are, how to speak to them, what to send, how
+long (a vLLM user needs --protocol chat and --model before anything else; 62 flags came before in field order)."""
 
 
 def renamed_error(used: str, canonical: str) -> str:
@@ -67,12 +72,16 @@ def _kwargs(parser, name: str, k: Knob, front: str) -> dict[str, Any]:
 
 
 def register(parser: argparse.ArgumentParser, front: str) -> None:
-    """``front``'s flags on ``parser``, in --help groups."""
+    """``front``'s flags on ``parser``, in --help groups: the common ones first, then each section's."""
     own = knobs(front)
+    first = COMMON.get(front, ())
+    by_name = dict(own)
+    groups = [("common", [(n, by_name[n]) for n in first if n in by_name])]
     for section, title in SECTIONS.items():  # the groups in this order, each flag in field order
         if section == "sim":
             title += f" ({SIM_WHEN[front]})"
-        mine = [(name, k) for name, k in own if k.section == section]
+        groups.append((title, [(name, k) for name, k in own if k.section == section and name not in first]))
+    for title, mine in groups:
         g = parser.add_argument_group(title) if mine else None
         for name, k in mine:
             g.add_argument(k.flag, **_kwargs(parser, name, k, front))

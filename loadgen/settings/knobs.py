@@ -321,8 +321,10 @@ class Settings:
     health_path: str | None = knob(
         "--health-path", "health path for started servers", default="/health", fronts=("crossover",))
     protocol: str | None = knob(
-        "--protocol", f"wire protocol (default {DEFAULT_PROTOCOL})", default=DEFAULT_PROTOCOL, choices=tuple(sorted(PROTOCOLS)))
-    model: str | None = knob("--model", "model name sent on OpenAI routes", default="default")
+        "--protocol", "wire protocol: sglang (SGLang's native /generate), chat or completions (the OpenAI "
+        f"routes: vLLM, llama.cpp, TGI, SGLang; give --model) (default {DEFAULT_PROTOCOL})", default=DEFAULT_PROTOCOL, choices=tuple(sorted(PROTOCOLS)))
+    model: str | None = knob("--model", "model name sent on OpenAI routes (vLLM needs the served name)",
+                                   default="default")
     header: dict | None = knob(
         "--header", "extra HTTP header 'Name: value' (repeatable)", action="append", parse=_headers, parse_none=True)
     spec_details: bool | None = knob(

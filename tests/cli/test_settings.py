@@ -204,6 +204,14 @@ def test_help_works(live, cmd):
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     if "loadgen" in cmd:
         assert "--ladder" in p.stdout and "--workload" in p.stdout and "--loop" in p.stdout
+        # the common group leads, its flags in it only once, and examples close the help
+        groups = [line for line in p.stdout.splitlines() if line and not line[0].isspace() and line.endswith(":")]
+        assert groups[:2] == ["options:", "common:"] and groups[-1] == "examples:", groups
+        common = p.stdout.split("common:")[1].split("\n\n")[0]
+        first = ["--url"] if "run" in cmd else ["--baseline-url", "--spec-url"]
+        for flag in [*first, "--protocol", "--model", "--workload", "--ladder", "--duration", "--out"]:
+            assert f"  {flag} " in common and p.stdout.count(f"\n  {flag} ") == 1, flag
+        assert p.stdout.count("\n  loadgen ") >= 3  # examples, each a command
 
 
 @pytest.mark.parametrize("given,message", [
