@@ -13,6 +13,7 @@
   any of the profile's modes, the first the reference; every mode checked against the profile
   before any starts) and stops them on quit.
 - ``test_stop``: a stopped test drops the running stage and closes the results.
+- ``quit``: after Locust's own tables, the ramp's answer as its last lines (:func:`on_quit`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ log = logging.getLogger("loadgen.locust")
 OPTION_KEYS = flags.locust_keys()
 """What is read back from ``environment.parsed_options`` (options by dest, from settings/knobs.py)."""
 
-_state: dict = {"cfg": None, "checked": False, "sims": None, "installed": False}
+_state: dict = {"cfg": None, "checked": False, "sims": None, "installed": False, "conductor": None}
 
 
 def _die(exc: LoadgenError) -> None:
@@ -149,6 +150,7 @@ def on_init(environment, runner=None, **kw) -> None:
     conductor = Conductor(environment, cfg, targets, executor=executor, meta=meta, cpus=cpus)
     conductor.refresh = refreshed(environment)
     environment.loadgen_conductor = conductor
+    _state["conductor"] = conductor
     if isinstance(runner, MasterRunner):
         from .distributed import setup_master
 
@@ -218,6 +220,32 @@ def on_quitting(environment, **kw) -> None:
     _close_sims()
 
 
+def on_quit(exit_code: int = 0, **kw) -> None:
+    """The ramp's answer, last: the analysis ``loadgen crossover --from`` makes of the results so far, per
+    workload (Locust prints 168 lines of its own tables before this event; a ramp that ended on them left its
+    user with no verdict), and the command that writes the report. Nothing for one target (no comparison)."""
+    conductor = _state.get("conductor")
+    if conductor is None or conductor.writer is None or not conductor.stages or len(conductor.targets) < 2:
+        return
+    from loadgen.analysis.answer import RATE, analyse
+    from loadgen.report.terminal import any_compared, crossover_tables, rate_tables
+    from loadgen.run.results import load
+
+    path = conductor.writer.path
+    try:
+        doc = load(path)
+        answer = analyse(doc)
+    except (LoadgenError, OSError, ValueError) as exc:
+        print(f"loadgen: no answer from {path}: {exc}", flush=True)
+        return
+    res = answer.result
+    if answer.axis == RATE:
+        print(rate_tables(res), flush=True)
+    elif any_compared(res):
+        print(crossover_tables(res, doc=doc), flush=True)
+    print(f"loadgen: the report (report.html) and crossover.json: loadgen crossover --from {path}", flush=True)
+
+
 def _close_sims() -> None:
     stack = _state.get("sims")
     if stack is not None:
@@ -254,4 +282,5 @@ def install(events=None) -> None:
     events.init.add_listener(on_init)
     events.test_stop.add_listener(on_test_stop)
     events.quitting.add_listener(on_quitting)
+    events.quit.add_listener(on_quit)
     _state["installed"] = True

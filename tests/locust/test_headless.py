@@ -2,6 +2,8 @@
 
 import csv
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -45,6 +47,14 @@ def test_short_ramp_writes_both_targets_stage_by_stage(live, tmp_path):
     assert "baseline/chat" in p.stderr and "spec/chat" in p.stderr
     # The terminal table at the end.
     assert "TTFT p50" in p.stdout
+    # Then, after Locust's own tables, the answer: what `loadgen crossover --from` prints of the same file, and
+    # the command that writes the report
+    ramp = tmp_path / "results" / "ramp" / "ramp.json"
+    x = subprocess.run([sys.executable, "-m", "loadgen", "crossover", "--from", str(ramp), "--no-report",
+                        "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
+    assert x.returncode == 0 and "workload chat: output throughput" in x.stdout, x.stderr
+    last = "loadgen: the report (report.html) and crossover.json: loadgen crossover --from results/ramp/ramp.json"
+    assert p.stdout.rstrip("\n").endswith(x.stdout.rstrip("\n") + "\n" + last), p.stdout[-3000:]
 
 
 def _port_nobody_listens_on() -> int:
