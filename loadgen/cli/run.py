@@ -42,6 +42,7 @@ def run(args) -> int:
     out = front.out_folder(s.out)
     front.check_resume(resume_doc, s, "run")
     front.open_plan(s)  # an open-loop flag in a wrong combination fails here, before the simulator starts
+    front.check_budget(s, 1)
     workloads = front.workloads_of(s, [s.workload])
     make_source = front.source_factory(s, workloads)
     opts = front.run_options(s)
@@ -59,17 +60,18 @@ def run(args) -> int:
         target = Target(s.label or (s.sim_mode if s.url is None else "target"), url, s.protocol, s.model,
                         s.header, s.spec_details)
         meta["targets"] = front.target_meta([target])
+        found = front.probe_ahead([target], {}, s.wait_for_server)  # a target that does not answer: nothing written
         writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
-        front.probe_ahead([target], {}, writer)
+        front.record_probes(writer, [target], found)
         plan = front.ramp_plan(s, [target], workloads, make_source, opts)
         outcome = front.drive(plan, writer)
     if outcome.status == "interrupted":
         print("loadgen: interrupted; results so far are saved", file=sys.stderr)
         if outcome.stages:
-            print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages)]))
+            print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages, meta.get("simulator"))]))
         print(f"loadgen: results in {writer.path}", file=sys.stderr)
         return outcome.exit_code
-    print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages)]))
+    print("\n".join([stage_table(outcome.stages), *session_lines(outcome.stages, meta.get("simulator"))]))
     print(f"loadgen: results in {writer.path} (+ .csv, .hlog)", file=sys.stderr)
     if not any((d.get("requests") or {}).get("completed") for d in outcome.stages):
         # a CI job must not pass on a run that measured nothing (as crossover's "nothing compared" does not)

@@ -31,7 +31,7 @@ def summary(d: dict) -> str:
              f"{s['completed']} completed every turn, {s['failed']} ended on a failed turn"
              + (f" ({ended})" if ended else "") + f", {s['cut']} cut by the stage's end"]
     if s.get("turns_per_session") is not None:
-        parts.append(f"{s['turns_per_session']:g} turns done each")
+        parts.append(f"{s['turns_per_session']:.1f} turns done each (mean)")
     if s.get("duration_p50_s") is not None:
         parts.append(f"a completed session took {s['duration_p50_s']:.2f} s (p50)")
     hit = (d.get("server") or {}).get("cache_hit_rate")
@@ -51,8 +51,13 @@ def turn_rows(d: dict) -> list[list[str]]:
     return rows
 
 
-def session_lines(stages: list[dict]) -> list[str]:
-    """Each stage that held sessions: its sentence and its per-turn table; [] when none did."""
+NO_SIM_CACHE = ("the embedded simulator keeps no prefix cache unless given --sim-prefix-cache TOKENS: its 0 % "
+                "cache hits are its own truth, not what a server with a prefix cache (SGLang's radix cache) would serve")
+
+
+def session_lines(stages: list[dict], simulator: dict | None = None) -> list[str]:
+    """Each stage that held sessions: its sentence and its per-turn table; [] when none did. ``simulator``:
+    the run's embedded simulator (run.json ``run.simulator``), whose prefix cache is off unless asked for."""
     out: list[str] = []
     for d in stages:
         if not d.get("sessions"):
@@ -61,6 +66,8 @@ def session_lines(stages: list[dict]) -> list[str]:
         out += aligned([HEAD, *turn_rows(d)])
     if out:
         out.append(UNIT)
+        if simulator is not None and not simulator.get("prefix_cache"):
+            out.append(NO_SIM_CACHE)
     return out
 
 

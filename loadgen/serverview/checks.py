@@ -302,6 +302,11 @@ def running_check(block: dict, view: ClientView) -> dict:
     return out
 
 
+def _g3(v: float | None) -> str:
+    """A gauge's mean to three figures (a mean of 32 readings printed as 0.03125)."""
+    return "?" if v is None else f"{v:.3g}"
+
+
 def add_checks(block: dict, view: ClientView) -> dict:
     """Set ``block["checks"]`` and append a note for each disagreement; returns the block."""
     if not block.get("available"):
@@ -322,12 +327,12 @@ def add_checks(block: dict, view: ClientView) -> dict:
                      + ", ".join(f"{k} {v['client']} vs {v['server']}" for k, v in a["counts"].items()))
     r = checks["running"]
     if r.get("verdict") == "below C":
-        notes.append(f"the server ran a median of {r['running_p50']:g} requests at once (mean {r['running_mean']:g}, "
-                     f"queue {r['queued_mean'] if r['queued_mean'] is not None else '?'}) while the stage kept "
+        notes.append(f"the server ran a median of {r['running_p50']:g} requests at once (mean {r['running_mean']:.3g}, "
+                     f"queue {_g3(r['queued_mean'])}) while the stage kept "
                      f"{r['concurrency']} open: the stage's load is not C on the server")
     elif r.get("verdict") == "capped":
         notes.append(f"the server ran at its cap of {r['cap']} ({r['running_p50']:g} median); the rest of C="
-                     f"{r['concurrency']} queued (mean {r['queued_mean']})")
+                     f"{r['concurrency']} queued (mean {_g3(r['queued_mean'])})")
     elif r.get("verdict") == "above C":
         notes.append(f"the server ran up to {r['running_max']:g} requests at once, more than the stage's "
                      f"{r['concurrency']}: other traffic shares it")

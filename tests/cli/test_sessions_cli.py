@@ -3,6 +3,7 @@ written (the Locust ramp's: tests/locust/test_sessions_locust.py)."""
 
 import json
 
+from loadgen.report.sessions import NO_SIM_CACHE
 from loadgen.stage.result import StageResult
 
 
@@ -31,4 +32,6 @@ def test_run_prints_and_writes_the_turns(cli, tmp_path):
     head = next(i for i, line in enumerate(p.stdout.splitlines()) if line.startswith("sessions, baseline C=2: "))
     table = p.stdout.splitlines()[head + 1:head + 6]
     assert table[0].split()[:3] == ["turn", "requests", "ok"] and [r.split()[0] for r in table[2:5]] == ["1", "2", "3"]
+    # the embedded simulator ran without a prefix cache: its 0 % cache hits are said to be its own
+    assert p.stdout.rstrip().splitlines()[-1] == NO_SIM_CACHE and " 0.0 %" in p.stdout
 

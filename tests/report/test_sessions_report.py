@@ -17,7 +17,7 @@ def test_each_turn_is_a_row_with_the_stage_s_figures():
                 rec(2, 1, 2, 50, ttft_ms=12, prompt=110), rec(2, 2, 2, 200, error="http_400")])
     lines = session_lines([d])
     assert lines[1] == ("sessions, t C=2: 2 turns planned; 2 sessions began in the window: 1 completed every turn, "
-                        "1 ended on a failed turn (1 × http_400), 0 cut by the stage's end; 1.5 turns done each; "
+                        "1 ended on a failed turn (1 × http_400), 0 cut by the stage's end; 1.5 turns done each (mean); "
                         "a completed session took 0.13 s (p50)")  # 125 ms, HDR's 3 digits
     rows = [line.split() for line in lines[4:6]]
     # turn 1: two requests, TTFT 10 and 12 ms, prompts 100 and 110; one said it cached nothing
