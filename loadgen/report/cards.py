@@ -111,6 +111,27 @@ def flags_card(sl: dict[str, dict[str, dict[int, Slice]]], ra: RunAnalysis, drop
             f'<ul>{lis}</ul></details></section>')
 
 
+def sim_fact(sim: dict) -> str:
+    """The embedded simulators in words (run.json ``run.simulator``): the card printed the raw dict, ``{'baseline':
+    'baseline', …}``, ``max_tokens None``. The lengths and sessions are the run's own, said elsewhere on the page."""
+    modes = sim.get("modes")
+    if isinstance(modes, dict):
+        who = ", ".join(m if lbl == m else f"{lbl} ({m})" for lbl, m in modes.items())
+    else:
+        who = str(sim.get("mode") or "–")
+    bits = [f"{sim.get('profile', '?')} profile: {who}"]
+    if sim.get("time_scale") not in (None, 1, 1.0):
+        bits.append(f"runs {sim['time_scale']:g}× faster than real time")
+    bits.append(f"prefix cache {sim['prefix_cache']} tokens" if sim.get("prefix_cache") else "no prefix cache")
+    if sim.get("faults"):
+        bits.append(f"faults {sim['faults']}")
+    if sim.get("metrics_flavour") not in (None, "sglang"):
+        bits.append(f"/metrics as {sim['metrics_flavour']}")
+    if sim.get("seed") is not None:
+        bits.append(f"seed {sim['seed']}")
+    return "; ".join(bits)
+
+
 def run_card_of(doc: dict, ra: RunAnalysis) -> str:
     """The "Run" card at the foot of the page: the targets and their servers, then the run's facts."""
     return run_card(doc, labels_of(ra), ra.adaptive, ra.confidence, list(ra.workloads))
@@ -159,7 +180,7 @@ def run_card(doc: dict, labels: list[str], adaptive_labels: list[str], confidenc
              ("confidence", f"{level(confidence)} % (crossovers: whole-ladder, Šidák)"),
              ("seed", str(run.get("seed", "–"))), ("loadgen", str(run.get("loadgen_version", "–")))]
     if sim:
-        facts.insert(2, ("simulator", ", ".join(f"{k} {v}" for k, v in sim.items())))
+        facts.insert(2, ("simulator", sim_fact(sim)))
     if run.get("combined_from"):
         facts.append(("combined from", ", ".join(map(str, run["combined_from"]))))
     if run.get("argv"):

@@ -212,3 +212,18 @@ def test_render_without_matplotlib_still_writes_html(synth_dir, monkeypatch):
 def test_marker_labels_do_not_collide():
     assert plots.label_rows([0, 10, 100], [50, 50, 50]) == [0, 1, 0]
     assert plots.label_rows([0, 60, 120], [50, 50, 50]) == [0, 0, 0]
+
+
+def test_the_run_cards_simulator_is_words_not_a_dict():
+    """run.json's ``run.simulator`` as loadgen crossover and run write it; the card printed it raw."""
+    from loadgen.report.cards import sim_fact
+
+    crossover = {"profile": "pcie-8gpu-eagle3", "time_scale": 5.0, "seed": 0, "protocol": "sglang", "max_tokens": None,
+                 "prompt_tokens": None, "ignore_eos": False, "tokenizer": None,
+                 "modes": {"baseline": "baseline", "eagle": "spec"}, "prefix_cache": 0,
+                 "sessions": {"turns": 1, "think_s": 0.0, "shared_prefix": 0, "prefix_ratio": 1.0}}
+    assert sim_fact(crossover) == ("pcie-8gpu-eagle3 profile: baseline, eagle (spec); runs 5× faster than real time; "
+                                   "no prefix cache; seed 0")
+    run = {"profile": "pcie-8gpu-eagle3", "mode": "spec", "time_scale": 1.0, "prefix_cache": 4096,
+           "faults": "reset=0.02"}
+    assert sim_fact(run) == "pcie-8gpu-eagle3 profile: spec; prefix cache 4096 tokens; faults reset=0.02"
