@@ -306,8 +306,8 @@ def adaptive_hint(doc: dict, view) -> str | None:
             unmeasured.extend(extra)
     parts = []
     if rules:
-        parts.append(f"For {name}: as an adaptive threshold in the running batch {spec}'s server measured (mean "
-                     f"running requests over each window, linear in C between stages) — {'; '.join(rules)}.")
+        parts.append(f"For {name}, as an adaptive threshold on the running batch (the mean number of requests "
+                     f"{spec}'s server ran over each window, linear in C between stages): {'; '.join(rules)}.")
         parts.append("Measured: " + "; ".join(rests) + ".")
     if unmeasured:
         parts.append(f"For {name}: no adaptive threshold in batch-size terms — {'; '.join(unmeasured)}, "

@@ -110,7 +110,7 @@ def test_live_threshold_is_the_crossover_through_the_measured_batch(sim_run, tmp
             "on above it")
     hint = threshold_hint(doc, RunAnalysis.from_dict(res))
     print("\nthreshold sentence:", hint)
-    assert hint.startswith("For vLLM: as an adaptive threshold in the running batch spec's server measured")
+    assert hint.startswith("For vLLM, as an adaptive threshold on the running batch (the mean number of requests spec's server ran")
     assert rule in hint and "≈ C" not in hint
     assert html.escape(hint) in page  # the page's top hint
     assert html.escape(f"Adaptive threshold on spec's measured running batch: {rule.partition(': ')[2]}.") in page
