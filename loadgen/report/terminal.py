@@ -29,6 +29,16 @@ if TYPE_CHECKING:
     from loadgen.sim.profiles import Profile
 
 
+def _fewer(o, deciding) -> str:
+    """Where a metric was compared at fewer concurrencies than the deciding one (a TTFT at C=1: one first token a
+    request, too few a bin), which: its line said "every measured concurrency (C=10–30)" on a C=1–30 table."""
+    mine = {c.concurrency for c in o.analysis.comparisons}
+    gone = sorted({c.concurrency for c in deciding.comparisons} - mine)
+    if not gone:
+        return ""
+    return f" Not compared at C={', '.join(map(str, gone))}: too few samples of this metric there."
+
+
 def any_compared(ra: RunAnalysis) -> bool:
     """Whether some workload has a concurrency whose stages of two configurations both measured their load (their
     metrics may still have too few samples: the tables say so); with three or more configurations, whether the
@@ -91,7 +101,7 @@ def crossover_tables(ra: RunAnalysis, metric: str | None = None, *, doc: dict | 
         lines.append(f"  → {m.recommendation if verbose else finding(m)}")
         for name, o in per.items():
             if name != metric and (verbose or leans_against(o, m)):
-                lines.append(f"  · {o.recommendation if verbose else finding(o)}")
+                lines.append(f"  · {o.recommendation if verbose else finding(o) + _fewer(o, a)}")
         lines += [f"  {k.mark} {k.words}" for k in m.simulator_truth]
     if doc is not None:
         compared = {wl: set(ra.coverage[wl].compared) if wl in ra.coverage else set() for wl in ra.workloads}

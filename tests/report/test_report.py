@@ -227,3 +227,19 @@ def test_the_run_cards_simulator_is_words_not_a_dict():
     run = {"profile": "pcie-8gpu-eagle3", "mode": "spec", "time_scale": 1.0, "prefix_cache": 4096,
            "faults": "reset=0.02"}
     assert sim_fact(run) == "pcie-8gpu-eagle3 profile: spec; prefix cache 4096 tokens; faults reset=0.02"
+
+
+def test_a_metric_compared_at_fewer_concurrencies_says_where_not():
+    """The terminal's line for a metric that leans against the deciding one says where it was not compared (a
+    TTFT at C=1 had too few first tokens: its line read "every measured concurrency (C=10–30)" under a C=1–30
+    table)."""
+    from types import SimpleNamespace as NS
+
+    from loadgen.report.terminal import _fewer
+
+    def metric(*cs):
+        return NS(analysis=NS(comparisons=[NS(concurrency=c) for c in cs]), comparisons=[NS(concurrency=c) for c in cs])
+
+    deciding = metric(1, 10, 30).analysis
+    assert _fewer(metric(10, 30), deciding) == " Not compared at C=1: too few samples of this metric there."
+    assert _fewer(metric(1, 10, 30), deciding) == ""
