@@ -15,6 +15,10 @@
 #   wait S       sleep until S seconds after this command started, or until the run (or build) ends
 #   collect [D]  copy the results into D (default $OUT, else $G/collect): at most 8 files, and
 #                print the cross-check table (bench/gpu/crosscheck.py)
+#   try          start the baseline and the speculative server in turn with GPU_HARNESS_SERVER_EXTRA, send
+#                each 8 concurrent copy-style chat requests: do they serve, and does the spec one draft?
+#                (prints tok/s and drafts accepted/proposed; fails if either does not). Before a run, e.g.
+#                GPU_HARNESS_SERVER_EXTRA=--backend-sampling bash bench/gpu/device.sh try
 #   status       what is there and what is running
 #   stop         end the run this harness started (its process group), keep what it wrote
 #   again        set the last run aside ($G/run.N) so that the next `run` starts afresh (e.g. new settings)
@@ -203,6 +207,59 @@ port_open() { "$PY" -c 'import socket, sys; s = socket.socket(); s.settimeout(1)
 
 pin() { [ -n "$1" ] && command -v taskset >/dev/null && echo "taskset -c $1 "; }
 
+SPEC_ARGS="--spec-type ngram-simple --spec-ngram-simple-size-n 6 --spec-ngram-simple-size-m 16"
+
+server_args() {  # MODEL PORT: the flags both servers share
+  echo "-m $1 --host 127.0.0.1 --port $2 -ngl ${GPU_HARNESS_NGL:-99} -c ${GPU_HARNESS_CTX:-524288} \
+-np ${GPU_HARNESS_NP:-256} -t ${GPU_HARNESS_THREADS:-8} --no-webui --metrics --no-jinja --chat-template gemma \
+${GPU_HARNESS_SERVER_EXTRA-}"
+}
+
+step_try() {
+  [ -f "$(model_path)" ] || step_model
+  wait_build
+  local bin model port sp; bin=$(server_bin); model=$(model_path); port=${GPU_HARNESS_PORT:-8080}
+  sp=$(pin "${GPU_HARNESS_SERVER_CPUS-0-7}")
+  port_open "$port" && die "try: something already listens on 127.0.0.1:$port"
+  local kind bad=""
+  for kind in baseline spec; do
+    local extra=""; [ "$kind" = spec ] && extra=$SPEC_ARGS
+    # shellcheck disable=SC2086
+    setsid $sp"$bin" $(server_args "$model" "$port") $extra > "$G/try-$kind.log" 2>&1 < /dev/null &
+    local pid=$! t=0
+    until "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/health", timeout=2)' \
+        "http://127.0.0.1:$port" 2>/dev/null; do
+      t=$((t + 1)); [ $t -gt 120 ] || ! kill -0 $pid 2>/dev/null && break; sleep 1
+    done
+    "$PY" - "http://127.0.0.1:$port" "$kind" <<'PYEOF' || bad="$bad $kind"
+import json, sys, time, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+url, kind = sys.argv[1], sys.argv[2]
+text = "The quick brown fox jumps over the lazy dog. " * 12
+def one(i):
+    body = {"model": "gemma", "max_tokens": 64, "temperature": 0, "messages": [
+        {"role": "user", "content": f"Copy this text exactly, {i}: {text}"}]}
+    req = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(req, timeout=120).read())
+t0 = time.monotonic()
+with ThreadPoolExecutor(8) as ex:
+    got = list(ex.map(one, range(8)))
+dt = time.monotonic() - t0
+toks = sum(g["usage"]["completion_tokens"] for g in got)
+tim = [g.get("timings") or {} for g in got]
+drafts = sum(t.get("draft_n", 0) for t in tim); acc = sum(t.get("draft_n_accepted", 0) for t in tim)
+print(f"try {kind}: 8 requests, {toks} tokens in {dt:.2f} s ({toks / dt:.0f} tok/s); drafts accepted {acc} of {drafts}")
+sys.exit(0 if toks > 0 and (kind == "baseline" or drafts > 0) else 1)
+PYEOF
+    kill -TERM -- "-$pid" 2>/dev/null; wait $pid 2>/dev/null
+    for _ in $(seq 30); do port_open "$port" || break; sleep 1; done
+    case " $bad " in *" $kind "*) tailf "$G/try-$kind.log" 20 ;; esac
+  done
+  [ -z "$bad" ] || die "try:$bad did not serve (or did not draft) with '${GPU_HARNESS_SERVER_EXTRA-}'"
+  say "try: both served with '${GPU_HARNESS_SERVER_EXTRA-}'"
+}
+
 step_run() {
   mkdir -p "$G/run"
   if alive "$G/run/run.pid"; then say "run: already running (pid $(cat "$G/run/run.pid"))"; return 0; fi
@@ -228,11 +285,9 @@ step_run() {
   port_open "$port" && die "run: something already listens on 127.0.0.1:$port (set GPU_HARNESS_PORT)"
   "$bin" --version > "$G/run/server-version.txt" 2>&1 || { cat "$G/run/server-version.txt"; die "run: $bin --version failed"; }
   local sp cp; sp=$(pin "${GPU_HARNESS_SERVER_CPUS-0-7}"); cp=$(pin "${GPU_HARNESS_CLIENT_CPUS-8-15}")
-  local common="-m $model --host 127.0.0.1 --port $port -ngl ${GPU_HARNESS_NGL:-99} -c ${GPU_HARNESS_CTX:-524288} \
--np ${GPU_HARNESS_NP:-256} -t ${GPU_HARNESS_THREADS:-8} --no-webui --metrics --no-jinja --chat-template gemma \
-${GPU_HARNESS_SERVER_EXTRA-}"
-  local base="${sp}$bin $common"
-  local spec="$base --spec-type ngram-simple --spec-ngram-simple-size-n 6 --spec-ngram-simple-size-m 16"
+  local base spec
+  base="${sp}$bin $(server_args "$model" "$port")"
+  spec="$base $SPEC_ARGS"
   local run_time=${GPU_HARNESS_MAX_RUN_TIME:-780s} stage_time=${GPU_HARNESS_MAX_STAGE_TIME:-100s}
   local args=(crossover --protocol chat --model gemma --ladder "${GPU_HARNESS_LADDER:-1,4,16,64,256}"
     --workload "${GPU_HARNESS_WORKLOADS:-predictable,freetext}" --max-tokens "${GPU_HARNESS_MAX_TOKENS:-uniform:32,64}"
@@ -369,7 +424,7 @@ step_stop() {
 # ----------------------------------------------------------------------------- main
 
 [ $# -gt 0 ] || { sed -n '2,36p' "$0"; exit 2; }
-is_step() { case $1 in recv|build|model|run|wait|collect|status|stop|again) return 0 ;; *) return 1 ;; esac; }
+is_step() { case $1 in recv|build|model|try|run|wait|collect|status|stop|again) return 0 ;; *) return 1 ;; esac; }
 failed=""
 while [ $# -gt 0 ]; do
   s=$1; shift
@@ -377,8 +432,8 @@ while [ $# -gt 0 ]; do
   case $s in
     recv|wait) arg=${1:-}; [ -n "$arg" ] || die "$s needs a number"; shift ;;
     collect) if [ $# -gt 0 ] && ! is_step "$1"; then arg=$1; shift; fi ;;
-    build|model|run|status|stop|again) ;;
-    *) die "unknown step '$s' (recv N | build | model | run | wait S | collect [DIR] | status | stop | again)" ;;
+    build|model|try|run|status|stop|again) ;;
+    *) die "unknown step '$s' (recv N | build | model | try | run | wait S | collect [DIR] | status | stop | again)" ;;
   esac
   if [ -n "$failed" ] && [ "$s" != collect ] && [ "$s" != status ]; then say "skipped: $s (after the failed step '$failed')"; continue; fi
   # each step in a subshell: a failing one ends only itself, and collect still brings the logs back
