@@ -121,7 +121,12 @@ class Hist:
         """
         h = self.h
         total = h.get_total_count()
-        nz = [(i, c) for i, c in enumerate(list(h.counts)) if c]
+        # the non-zero buckets found by numpy: listing the whole counter array (23,552 buckets from 1 µs to an
+        # hour) in Python took 2.5 ms a histogram, 30 of them a stage: ~0.1 s of each stage's to_dict, between
+        # two windows, and ~4 s of the README crossover's analysis
+        counts = _counts_view(h)
+        where = np.flatnonzero(counts)
+        nz = list(zip(where.tolist(), counts[where].tolist()))
         stats = {"count": total, "mean": 0.0, "min": 0, "max": 0}
         if not nz:
             return stats, [0 for _ in percentiles]
