@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
+import importlib
 import json
 import math
 import os
@@ -213,11 +213,9 @@ def vendored_commit(sdist: Path) -> str:
 
 def model_gguf() -> Path:
     """The GGUF assembled from the PyPI packages by the e2e suite's own code (tests/e2e/llama.py)."""
-    spec = importlib.util.spec_from_file_location("e2e_llama", REPO / "tests" / "e2e" / "llama.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["e2e_llama"] = mod  # dataclasses look the module up while the class is made
-    spec.loader.exec_module(mod)
+    # as the package it is: it imports its siblings (tests/e2e/memory.py) relatively
+    sys.path.insert(0, str(REPO))
+    mod = importlib.import_module("tests.e2e.llama")
     path = Path(mod.ensure_model())
     if path.stat().st_size != MODEL_SIZE:
         raise PrepareError(f"{path}: {path.stat().st_size} bytes, expected {MODEL_SIZE}")
