@@ -72,6 +72,7 @@ def run(args) -> int:
     # The simulator runs its schedule time-scaled, so shorter windows hold as many steps (settings/knobs.py).
     s.duration = s.duration or (K.SIM_DURATION_S if on_sim else K.DURATION_S)
     s.warmup = s.warmup if s.warmup is not None else (K.SIM_WARMUP_S if on_sim else K.WARMUP_S)
+    front.check_budget(s, len(configs) if configs is not None else len(s.sim_modes or ("baseline", "spec")))
     front.sigterm_like_ctrl_c()
     front.check_resume(resume_doc, s, "crossover")
     opts = front.run_options(s)
@@ -83,6 +84,7 @@ def run(args) -> int:
         if configs is None:
             configs = _simulators(stack, s, meta)
         commands = _server_commands(configs, s, out)
+        front.check_commands(commands)
         targets = _targets(configs, s, defaults)
         labels = [c.label for c in configs]
         adaptive = [c.label for c in configs if c.adaptive]
@@ -96,8 +98,9 @@ def run(args) -> int:
         if s.passes > 1:  # the analysis judges every point at the level these looks leave it (analysis/sequential)
             meta["looks"] = s.passes
         meta["tie"] = s.tie
+        found = front.probe_ahead(targets, commands, s.wait_for_server)  # a target that does not answer: nothing written
         writer = ResultsWriter(out / "run.json", meta, resume=resume_doc)
-        front.probe_ahead(targets, commands, writer)
+        front.record_probes(writer, targets, found)
         outcome = front.drive(plan, writer, keep_on_error=True, then=_then(plan, writer, s))
     if outcome.status == "done":
         return _analyse_and_report(load(out / "run.json"), out, s)

@@ -153,7 +153,12 @@ def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> l
 
     from loadgen.sim import profiles
 
-    profiles.load(s.sim_profile).check_modes(modes, "--sim-modes")  # before any simulator starts
+    # before any simulator starts; loadgen run's one is its --sim-mode (a crossover's Settings have none)
+    try:
+        profile = profiles.load(s.sim_profile)
+    except LoadgenError as exc:
+        raise LoadgenError(f"--sim-profile: {exc}") from None
+    profile.check_modes(modes, "--sim-mode" if s.sim_mode is not None else "--sim-modes")
     cpus = sorted(os.sched_getaffinity(0))
     sim_cpu = cpus[0] if len(cpus) > 1 else None
     urls = [stack.enter_context(SimProcess(profile=s.sim_profile, mode=mode, time_scale=s.sim_time_scale,
@@ -165,23 +170,104 @@ def start_simulators(stack: ExitStack, s: Settings, modes: tuple[str, ...]) -> l
     return urls
 
 
-def probe_ahead(targets: list[Target], commands: dict[str, ServerCommand], writer: ResultsWriter) -> None:
-    """Probe each target loadgen does not start itself, before the first stage: say now when one does not
-    answer, record what it is (run.json's servers and targets) and switch on what its engine needs
-    (run/probe.probe_target). A started server is probed once up (run/ramp.py)."""
+WAIT_POLL_S = 0.5
+"""--wait-for-server: how often a target that does not answer yet is asked again."""
+
+
+def probe_ahead(targets: list[Target], commands: dict[str, ServerCommand], wait_s: float | None = None) -> dict:
+    """Probe each target loadgen does not start itself, before anything is written or sent: one that does not
+    answer is a LoadgenError naming its URL and why, unless ``wait_s`` (--wait-for-server): then it is asked again
+    every :data:`WAIT_POLL_S` until it answers or that time has passed. First each must accept a connection (nothing
+    listens: found before any request goes to another target), then answer HTTP on /v1/models (not a 503, what a
+    llama.cpp server answers while it loads). A started server is waited for by its start (run/orchestrate.py) and
+    probed once up (run/ramp.py). Returns label → ServerProbe, for :func:`record_probes`; each probe has switched
+    on what its engine needs (run/probe.probe_target)."""
+    import time
+
+    from loadgen.run.order import fmt_s
+    from loadgen.run.probe import refused
+
+    deadline = time.monotonic() + (wait_s or 0.0)
+
+    def until(t: Target, why_not: Callable[[], tuple[str, object]]):
+        """``why_not()``'s value once its reason is "", asked again while --wait-for-server leaves time."""
+        name = f"{t.label} at " if len(targets) > 1 else ""
+        said = False
+        while True:
+            reason, value = why_not()
+            if not reason:
+                return value
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if wait_s:
+                    raise LoadgenError(f"{name}{redact.url(t.url)} does not answer ({reason}) after waiting "
+                                       f"{fmt_s(wait_s)} (--wait-for-server)")
+                raise LoadgenError(f"{name}{redact.url(t.url)} does not answer ({reason}): start it first, or "
+                                   "give --wait-for-server T to wait for a server still loading")
+            if not said:
+                print(f"loadgen: waiting up to {fmt_s(left)} for {name}{redact.url(t.url)} to answer ({reason})",
+                      file=sys.stderr, flush=True)
+                said = True
+            time.sleep(min(WAIT_POLL_S, left))
+
+    asked = [t for t in targets if t.label not in commands]
+    for t in asked:
+        until(t, lambda: (refused(t.url), None))
+    found = {}
+    for t in asked:
+        def answer(t=t):
+            p = probe_target(t)
+            return ("" if p.answers else p.reason or p.error or "no answer"), p
+        found[t.label] = until(t, answer)
+    return found
+
+
+def record_probes(writer: ResultsWriter, targets: list[Target], found: dict) -> None:
+    """What :func:`probe_ahead` found, in run.json (its servers, and each target's ``server``)."""
     servers = writer.run.setdefault("servers", {})
     for t, meta in zip(targets, writer.run.get("targets", [])):
-        if t.label in commands:
+        p = found.get(t.label)
+        if p is None:
             continue
-        found = probe_target(t)
-        if not found.reachable:
-            # Not fatal: every request of the run will be counted as a failure with the reason.
-            print(f"loadgen: warning: {t.url} does not answer ({found.error})", file=sys.stderr)
-        elif found.error:
-            print(f"loadgen: warning: {t.url}: what the server is may be missing from the results ({found.error})",
-                  file=sys.stderr)
-        meta["server"] = servers[t.label] = found.to_dict()
+        if p.error:
+            print(f"loadgen: warning: {redact.url(t.url)}: what the server is may be missing from the results "
+                  f"({p.error})", file=sys.stderr)
+        meta["server"] = servers[t.label] = p.to_dict()
     writer.flush()
+
+
+def check_budget(s: Settings, n_configs: int) -> None:
+    """--max-run-time that cannot buy one round, each configuration once at the first load point (a stage needs its
+    minimum warm-up and a second of window: run/order.Schedule.least_s), is one line before any load: such a run
+    would end having measured nothing, or one configuration alone (nothing compared)."""
+    if not s.max_run_time:
+        return
+    least = (s.warmup or 0.0) + 1.0
+    need = n_configs * least
+    if s.max_run_time < need:
+        what = (f"one stage ({least:g} s: its {s.warmup or 0:g} s warm-up and 1 s of window)" if n_configs == 1 else
+                f"one round of the first load point ({n_configs} configurations x ({s.warmup or 0:g} s warm-up + 1 s "
+                f"of window) = {need:g} s)")
+        raise LoadgenError(f"--max-run-time: {s.max_run_time:g} s is too short for {what}")
+
+
+def check_commands(commands: dict[str, ServerCommand]) -> None:
+    """Each start command parses and its program exists, before any server starts: a typo is one line naming the
+    configuration, not the first server's start, its wait and an error after it."""
+    import shlex
+    import shutil
+
+    for label, cmd in commands.items():
+        try:
+            argv = shlex.split(cmd.command) if isinstance(cmd.command, str) else list(cmd.command)
+        except ValueError as exc:
+            raise LoadgenError(f"the start command of {label}: {exc} ({redact.text(str(cmd.command))!r})") from None
+        if not argv:
+            raise LoadgenError(f"the start command of {label} is empty")
+        prog = argv[0]
+        if not (os.access(prog, os.X_OK) if os.sep in prog else shutil.which(prog)):
+            where = "no such executable file" if os.sep in prog else "not found on PATH"
+            raise LoadgenError(f"the start command of {label}: {prog!r}: {where}")
 
 
 def target_meta(targets: list[Target]) -> list[dict]:

@@ -20,8 +20,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from loadgen.errors import LoadgenError
+
+ANNOUNCE_AFTER_S = 1.0
+"""A start that has neither ended nor answered after this long is said to be waited for (ManagedServer.start)."""
 
 
 @dataclass
@@ -49,7 +53,10 @@ class ManagedServer:
         """The exit status of a started server that has ended on its own; None while it runs."""
         return None if self.proc is None else self.proc.poll()
 
-    def start(self) -> None:
+    def start(self, announce: Callable[[], None] | None = None, grace_s: float = ANNOUNCE_AFTER_S) -> None:
+        """Run the command and wait until its health URL answers 2xx. ``announce``: called once the command has
+        run ``grace_s`` without exiting or answering (what a long start says while it waits); a command that exits
+        at once is then one line, the error's."""
         argv = shlex.split(self.cmd.command) if isinstance(self.cmd.command, str) else list(self.cmd.command)
         if not argv:
             raise LoadgenError(f"target {self.cmd.label}: empty start command")
@@ -61,8 +68,12 @@ class ManagedServer:
                                          env={**os.environ, **self.cmd.env}, start_new_session=True)
         except OSError as exc:
             raise LoadgenError(f"target {self.cmd.label}: cannot run {argv[0]!r}: {exc.strerror}") from None
-        deadline = time.monotonic() + self.cmd.startup_timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + self.cmd.startup_timeout_s
         while True:
+            if announce is not None and time.monotonic() - t0 >= grace_s:
+                announce()
+                announce = None
             code = self.proc.poll()
             if code is not None:
                 self.proc = None

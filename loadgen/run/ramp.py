@@ -19,7 +19,7 @@ from typing import Callable
 
 from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
-from loadgen.run.orchestrate import ManagedServer, ServerCommand
+from loadgen.run.orchestrate import ANNOUNCE_AFTER_S, ManagedServer, ServerCommand
 from loadgen.run.order import (NO_GUESS_MAX_WARMUP_S, Durations, OpenPlan, Schedule, e2e_guess, fmt_s,
                                prompt_seed, stage_order, warmed_spec)
 from loadgen.run.probe import probe_target
@@ -162,6 +162,7 @@ class _Ramp:
 
     def run(self) -> list[dict]:
         plan, n = self.plan, len(self.slots)
+        self._first_up()
         log(f"{n} stages, estimated {self.sched.left(0, remaining_s=plan.max_run_s)}"
             + (" (request durations are not known before the first stage; a range once it has run)"
                if self.sched.bounds(0)[2] is None else "")
@@ -184,6 +185,24 @@ class _Ramp:
             log(f"{len(self.done)} of {n} stages measured before the error ({took})" if failed
                 else f"stages done in {took}")
         return self.done
+
+    def _first_up(self) -> None:
+        """The first stage's server, when loadgen starts it, up before the run says anything: a start command that
+        exits at once (a typo, a missing model) is then one line, the error's, and nothing was measured. A start
+        that took a while and then failed has said so (ManagedServer.start's announce): so does the run."""
+        first = self.slots[0].target if self.slots else None
+        if first is None or first.label not in self.plan.commands or self.writer.pending:
+            return  # no server to start first, or a resumed run (its first stage may be kept)
+        t0 = time.monotonic()
+        try:
+            self._up(first)
+        except LoadgenError as exc:
+            n = len(self.slots)
+            self.writer.run["cut"] = {"by": "error", "stages_not_run": n, "error": str(exc)}
+            self.writer.flush()
+            if time.monotonic() - t0 >= ANNOUNCE_AFTER_S:
+                log(f"0 of {n} stages measured before the error ({fmt_s(time.monotonic() - t0)})")
+            raise
 
     def _stage(self, i: int, slot) -> bool:
         """Stage ``i`` run, kept from an interrupted run, or not run; False when the run stops here."""
@@ -388,9 +407,9 @@ def _ensure_up(plan: RampPlan, target: Target, running: dict, servers: dict, wit
             srv.stop()
             del running[label]
         if restart is None:
-            log(f"starting {target.label}: waiting for {cmd.health_url}")
             srv = ManagedServer(cmd)
-            srv.start()
+            # said once the start takes a while: a command that exits at once is the error's one line alone
+            srv.start(announce=lambda: log(f"starting {target.label}: waiting for {cmd.health_url}"))
         else:
             srv = _restart(cmd, restart)
         running[target.label] = srv

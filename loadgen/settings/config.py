@@ -197,11 +197,17 @@ class _Checker:
             raise self.fail(key, f"must be >= {lo}, got {v}")
         return v
 
-    def number(self, key: str, v: Any, positive: bool = True) -> float:
+    def number(self, key: str, v: Any, positive: bool = True, lo: float | None = None,
+               above: float | None = None) -> float:
+        """A number: > 0 (``positive``), >= ``lo``, > ``above``."""
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(key, f"expected a number, got {self._kind(v)} ({v!r})")
         if positive and not v > 0:
-            raise self.fail(key, f"must be > 0, got {v}")
+            raise self.fail(key, f"must be > 0, got {v:g}")
+        if lo is not None and not v >= lo:
+            raise self.fail(key, f"must be >= {lo:g}, got {v:g}")
+        if above is not None and not v > above:
+            raise self.fail(key, f"must be > {above:g}, got {v:g}")
         return float(v)
 
     def seconds(self, key: str, v: Any, allow_zero: bool = False) -> float:
@@ -274,7 +280,7 @@ class _Checker:
         try:
             Length.parse(v, key)
         except LoadgenError as exc:
-            raise self.fail(key, str(exc).split(": ", 1)[-1]) from None
+            raise self.fail(key, f"{str(v)!r}: {str(exc).split(': ', 1)[-1]}") from None
         return str(v)
 
     def word(self, key: str, v: Any) -> str:
@@ -312,8 +318,22 @@ class _Checker:
         url = self.string(key, v)
         p = urlparse(url)
         if p.scheme not in ("http", "https") or not p.netloc:
-            raise self.fail(key, f"{url!r} is not an http(s) URL")
+            raise self.fail(key, f"{redact.url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8000)")
+        try:
+            port = p.port
+        except ValueError:  # not a number, or past 65535
+            port = -1
+        if not p.hostname or port == -1 or port == 0:
+            what = "no host" if not p.hostname else f"port {p.netloc.rpartition(':')[2]!r} is not 1-65535"
+            raise self.fail(key, f"{redact.url(url)!r}: {what}")
         return url.rstrip("/")
+
+    def path(self, key: str, v: Any) -> str:
+        """A URL path such as a health check's: it starts with '/'."""
+        v = self.string(key, v)
+        if not v.startswith("/"):
+            raise self.fail(key, f"expected a path like \"/health\", got {v!r}")
+        return v
 
     def modes(self, key: str, modes: Any) -> tuple[str, ...]:
         """A list of simulator modes, the first the reference (a Locust option gives them comma-separated).
@@ -532,6 +552,11 @@ def overlay(s: K.Settings, cfg: RampConfig, defaults: K.Settings, front: str) ->
         if v is None:
             continue
         setattr(s, name, list(v) if k.check in ("ladder", "rates") else v)
+
+
+def check_flag(k: Knob, v: Any) -> None:
+    """A flag's value, checked as its knob's TOML value is (``k.check``), named by the flag."""
+    _Checker("").value(k.flag, k, v)
 
 
 def check_url(key: str, v: Any) -> str:

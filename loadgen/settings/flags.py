@@ -109,15 +109,26 @@ def defaults(front: str) -> dict[str, Any]:
     return {name: k.default_for(front) for name, k in knobs(front)}
 
 
+CHECKED = frozenset({"integer", "number", "seconds", "url", "path", "word", "nonblank", "length"})
+"""The knobs' checks (config._Checker's) that a flag's value gets too, after its parse: a flag and its TOML key
+refuse the same values (--read-timeout 0s, --sim-time-scale 0, a URL's port 99999), each before any load. The
+others are the flag's parse or argparse's choices already."""
+
+
 def typed(args: argparse.Namespace, front: str) -> Settings:
     """The parsed flags as Settings: ladders as lists, durations in seconds, SLOs, headers.
 
     A bad value is one LoadgenError naming the canonical flag."""
+    from loadgen.settings.config import check_flag
+
     s = Settings()
     for name, k in knobs(front):
-        v = getattr(args, name, None)
+        raw = v = getattr(args, name, None)
         if k.parse is not None and (v is not None or k.parse_none):
             v = k.parse(v, k.flag)
+        if v is not None and k.check in CHECKED:
+            # a duration is checked as typed ("must be > 0, got '0s'"), the rest as parsed
+            check_flag(k, raw if k.check == "seconds" and isinstance(raw, str) else v)
         setattr(s, name, v)
     return s
 

@@ -266,7 +266,8 @@ class Settings:
         "open and close (0: only those two; default {default:g})", default=1.0, type=float, fronts=FRONTS,
         help_by={"locust": "read the server's /metrics every S seconds inside each window (0: only at its open and "
                            "close; default 1)"},
-        toml="run.server_metrics_interval", attr="server_metrics_interval", check="number", check_kw={"positive": False},
+        toml="run.server_metrics_interval", attr="server_metrics_interval", check="number",
+        check_kw={"positive": False, "lo": 0},
         section="stages")
     reset_cache: bool | None = knob(
         "--reset-cache", "empty the server's prefix cache before each stage (SGLang /flush_cache; vLLM "
@@ -281,6 +282,10 @@ class Settings:
                                        "(needs --baseline-start and --spec-start)"},
         toml="run.url", attr="url", check="url",
         from_config=False)  # config.parse already gave run.url to each target without a url of its own
+    wait_for_server: float | None = knob(
+        "--wait-for-server", "wait up to this long (e.g. 10m) for a target that does not answer yet (a server "
+        "still loading); without it such a target is an error before any load", parse=_dur, check="seconds",
+        check_kw={"allow_zero": True}, metavar="T")
     max_stage_time: float | None = knob(
         "--max-stage-time", "no stage runs longer (e.g. 3m): one hit is cut where it is, kept, marked incomplete "
         "and noted, and the ladder goes on", parse=_dur, toml="run.max_stage_time", attr="max_stage_s",
@@ -299,7 +304,8 @@ class Settings:
         section="stages")
 
     # target(s)
-    label: str | None = knob("--label", "target label in results (default: baseline/url)", fronts=("run",))
+    label: str | None = knob("--label", "target label in results (default: baseline/url)", fronts=("run",),
+                             parse=parse.label)
     target: list | None = knob(
         "--target", "LABEL=URL, a configuration to compare (repeatable): the first is the reference (the "
         "baseline), every other a candidate; with --url, --start alone names them", action="append",
@@ -312,19 +318,20 @@ class Settings:
         "compared against the best of the others at each C (repeatable)", action="append", metavar="LABEL",
         fronts=("crossover",))
     baseline_url: str | None = knob(
-        "--baseline-url", "baseline server; omit both URLs to use the embedded simulator", fronts=("crossover",))
-    spec_url: str | None = knob("--spec-url", "speculative server", fronts=("crossover",))
+        "--baseline-url", "baseline server; omit both URLs to use the embedded simulator", fronts=("crossover",),
+        check="url")
+    spec_url: str | None = knob("--spec-url", "speculative server", fronts=("crossover",), check="url")
     baseline_start: str | None = knob(
         "--baseline-start", "command that starts the baseline server (one GPU box)", fronts=("crossover",))
     spec_start: str | None = knob(
         "--spec-start", "command that starts the speculative server", fronts=("crossover",))
     health_path: str | None = knob(
-        "--health-path", "health path for started servers", default="/health", fronts=("crossover",))
+        "--health-path", "health path for started servers", default="/health", fronts=("crossover",), check="path")
     protocol: str | None = knob(
         "--protocol", "wire protocol: sglang (SGLang's native /generate), chat or completions (the OpenAI "
         f"routes: vLLM, llama.cpp, TGI, SGLang; give --model) (default {DEFAULT_PROTOCOL})", default=DEFAULT_PROTOCOL, choices=tuple(sorted(PROTOCOLS)))
     model: str | None = knob("--model", "model name sent on OpenAI routes (vLLM needs the served name)",
-                                   default="default")
+                                   default="default", check="word")
     header: dict | None = knob(
         "--header", "extra HTTP header 'Name: value' (repeatable)", action="append", parse=_headers, parse_none=True)
     spec_details: bool | None = knob(
@@ -351,10 +358,10 @@ class Settings:
         fronts=("crossover",), section="analysis")
     refine_width: float | None = knob(
         "--refine-width", "stop when the interval's high/low ≤ this", default=1.3, type=float,
-        fronts=("crossover",), section="analysis")
+        fronts=("crossover",), section="analysis", check="number", check_kw={"above": 1})
     refine_budget: int | None = knob(
         "--refine-budget", "at most this many extra concurrencies (or rates)", default=4, type=int, fronts=("crossover",),
-        section="analysis")
+        section="analysis", check="integer", check_kw={"lo": 0})
     confidence: float | None = knob(
         "--confidence", "interval confidence (default 0.90)", default="0.90", parse=parse.level, fronts=("crossover",),
         section="analysis")
@@ -364,10 +371,11 @@ class Settings:
         "the answer is uncertain", metavar="SLOS", fronts=("crossover",), section="analysis")
     capacity_width: float | None = knob(
         "--capacity-width", "stop searching a capacity once its interval's high/low ≤ this (default {default:g})",
-        default=1.15, type=float, fronts=("crossover",), section="analysis")
+        default=1.15, type=float, fronts=("crossover",), section="analysis", check="number", check_kw={"above": 1})
     capacity_budget: int | None = knob(
         "--capacity-budget", "at most this many extra stages per configuration for the capacity search (default "
-        "{default})", default=4, type=int, fronts=("crossover",), section="analysis")
+        "{default})", default=4, type=int, fronts=("crossover",), section="analysis", check="integer",
+        check_kw={"lo": 0})
     resume: str | None = knob(
         "--resume", help_by={
             "crossover": "continue the interrupted run in this folder from its run.json: finished stages kept, the "

@@ -13,8 +13,8 @@ import dataclasses
 from loadgen import redact
 from loadgen.settings.knobs import Settings, knobs
 
-NOT_COMPARED = frozenset({"resume", "out", "no_report", "verbose", "from_"})
-"""Where the results go and whether a page is drawn: they change no stage."""
+NOT_COMPARED = frozenset({"resume", "out", "no_report", "verbose", "from_", "wait_for_server"})
+"""Where the results go, whether a page is drawn, how long to wait for a server to answer: they change no stage."""
 
 
 def _plain(v):

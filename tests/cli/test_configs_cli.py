@@ -1,11 +1,12 @@
 """`loadgen crossover` over three configurations of the embedded simulator (issue 15): the rotated stage order,
 the joint analysis of every configuration and its policy, each confirmed switch beside the simulator's own; a
-dead candidate and a reference that dies are named and the rest compared.
+dead candidate is refused before any stage, and a reference that dies is named and the rest compared.
 
 How often a reported switch's interval holds the simulator's own is a property of the measurement, not
 asserted here: the two-configuration crossover's coverage is `loadgen bench crossover`'s."""
 
 import json
+import time
 
 from loadgen.sim.process import SimProcess
 
@@ -59,26 +60,33 @@ def test_three_simulated_configurations_are_compared_jointly(cli, tmp_path):
         assert f"  {k['mark']} {k['words']}" in p.stdout
 
 
-def test_a_dead_candidate_and_a_reference_that_dies_are_named_and_the_rest_compared(cli, tmp_path):
-    """Two real simulators and a URL nobody answers: the dead one's stages are counted failures, it is named as
-    not compared (with the failure's class and message), and the two others are compared. Then the same run
-    with the reference's last stage failed as if its server died there: the rest of the run is kept."""
+def test_a_dead_candidate_is_refused_before_any_stage_and_a_reference_that_dies_is_named_and_the_rest_compared(
+        cli, tmp_path):
+    """Two real simulators and a URL nobody answers: the run is refused before any stage, in one line naming the
+    dead one's label and URL (issue 43: it ran every stage, the dead one's as counted failures, and named it not
+    compared). Then three real simulators, the reference's last stage failed as if its server died there: the rest
+    of the run is kept."""
     dead = free_port()
     out = tmp_path / "dead"
     with SimProcess(mode="baseline", time_scale=10) as base, SimProcess(mode="spec", time_scale=10) as spec:
+        t0 = time.monotonic()
         p = cli("crossover", "--target", f"base={base.url}", "--target", f"eagle={spec.url}",
                 "--target", f"gone=http://127.0.0.1:{dead}", "--ladder", "1,4", "--duration", "1s", "--warmup",
                 "0.3s", "--max-tokens", "32", "--out", str(out), "--no-report")
+        print(f"refused after {time.monotonic() - t0:.1f} s")
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.splitlines() == [f"loadgen: error: gone at http://127.0.0.1:{dead} does not answer (connection "
+                                         "refused): start it first, or give --wait-for-server T to wait for a server "
+                                         "still loading"], p.stderr
+        assert not (out / "run.json").exists() and p.stdout == ""  # no stage ran, nothing written
+        with SimProcess(mode="spec", time_scale=10) as spec2:
+            p = cli("crossover", "--target", f"base={base.url}", "--target", f"eagle={spec.url}",
+                    "--target", f"eagle2={spec2.url}", "--ladder", "1,4", "--duration", "1s", "--warmup", "0.3s",
+                    "--max-tokens", "32", "--out", str(out), "--no-report")
     assert p.returncode == 0, p.stderr
-    assert f"warning: http://127.0.0.1:{dead} does not answer" in p.stderr
     doc = json.loads((out / "run.json").read_text())
-    gone = [s for s in doc["stages"] if s["target"] == "gone"]
-    assert len(gone) == 2 and all(s["requests"]["completed"] == 0 and "connect" in s["requests"]["failures"]
-                                  for s in gone)
-    r = json.loads((out / "crossover.json").read_text())["configs"]["chat"]["output_tokens_per_s"]
-    assert r["excluded"]["gone"].startswith("every request failed at C=1, 4 (connect: cannot connect to")
-    assert {x for a in r["at"] for x in a["means"]} == {"base", "eagle"} and len(r["pairs"]) == 1
-    assert "2 of 3 configurations" in p.stdout and "gone is not compared: every request failed" in p.stdout
+    assert {(s["target"], s["concurrency"]) for s in doc["stages"]} == {(t, c) for t in ("base", "eagle", "eagle2")
+                                                                       for c in (1, 4)}
 
     # the reference's server dies during its C=4 stage: every request there failed
     from loadgen.analysis.compare import run_analysis
@@ -90,5 +98,5 @@ def test_a_dead_candidate_and_a_reference_that_dies_are_named_and_the_rest_compa
     r = res["configs"]["chat"]["output_tokens_per_s"]
     assert r["unmeasured"] == {"base": "every request failed at C=4 (reset: reset)"}
     at = {a["concurrency"]: a for a in r["at"]}
-    assert set(at[1]["means"]) == {"base", "eagle"} and set(at[4]["means"]) == {"eagle"}
+    assert set(at[1]["means"]) == {"base", "eagle", "eagle2"} and set(at[4]["means"]) == {"eagle", "eagle2"}
     assert "base is compared only where it was measured" in res["policy"]["chat"]["output_tokens_per_s"]

@@ -133,12 +133,23 @@ headless = true
 
 
 def test_a_start_command_that_exits_is_one_line(cli, tmp_path):
+    """At once (a typo, a missing model): the error's one line alone, nothing measured, nothing started after it.
+    After a while: the run has said it waits for the server, and says that nothing was measured before the error."""
     port = free_port()
-    p = cli("crossover", "--baseline-url", f"http://127.0.0.1:{port}", "--spec-url", f"http://127.0.0.1:{port}",
-            "--baseline-start", f"{sys.executable} -c 'import sys; sys.exit(4)'", "--ladder", "1",
+    url = f"http://127.0.0.1:{port}"
+    at_once = f"{sys.executable} -c 'import sys; sys.exit(4)'"
+    p = cli("crossover", "--url", url, "--baseline-start", at_once, "--spec-start", at_once, "--ladder", "1",
             "--out", str(tmp_path / "o"), timeout=120)
     lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "target baseline: start command exited with status 4" in lines[0], \
+        p.stderr
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["stages"] == []
+    later = f"{sys.executable} -c 'import sys, time; time.sleep(1.5); sys.exit(4)'"
+    p = cli("crossover", "--url", url, "--baseline-start", later, "--spec-start", at_once, "--ladder", "1",
+            "--out", str(tmp_path / "o2"), timeout=120)
+    lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and "status 4" in lines[-1] and "Traceback" not in p.stderr, p.stderr
+    assert f"loadgen: starting baseline: waiting for {url}/health" in lines, p.stderr
     assert "loadgen: 0 of 2 stages measured before the error" in p.stderr and "stages done" not in p.stderr
 
 

@@ -101,14 +101,17 @@ def test_a_bad_faults_spec_in_the_config_is_one_line():
 
 
 def test_a_run_where_no_request_succeeded_exits_1_with_its_results_written(cli, tmp_path):
-    """Nothing listens at the URL: every request is a counted failure, the results are written, and the exit status
-    is 1 with one line naming the URL and the failure (it was 0: a CI job passed on a run that measured nothing)."""
-    from tests.cli.runner import free_port
+    """The server answers, but every request fails (HTTP 500): each is a counted failure, the results are written,
+    and the exit status is 1 with one line naming the URL and the failure (it was 0: a CI job passed on a run that
+    measured nothing). A URL where nothing listens is refused before any stage (tests/cli/test_wait_for_server.py)."""
+    from tests.cli.loopback import CountingServer
 
-    url = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "run.json"
-    p = cli("run", "--url", url, "--ladder", "1", "--duration", "1s", "--warmup", "0.3s", "--out", str(out.parent))
+    with CountingServer(post_status=500) as server:
+        url = server.url
+        p = cli("run", "--url", url, "--ladder", "1", "--duration", "1s", "--warmup", "0.3s", "--out",
+                str(out.parent))
     assert p.returncode == 1, p.stderr
-    assert p.stderr.splitlines()[-1].startswith(f"loadgen: error: no request succeeded at {url} (connect: "), p.stderr
+    assert p.stderr.splitlines()[-1].startswith(f"loadgen: error: no request succeeded at {url} (http_500: "), p.stderr
     (st,) = json.loads(out.read_text())["stages"]
     assert st["requests"]["completed"] == 0 and st["requests"]["failed"] >= 1

@@ -172,7 +172,7 @@ def _plan(monkeypatch, tmp_path, argv):
     seen = {}
     monkeypatch.setattr(front, "start_simulators", lambda stack, s, modes: [f"http://127.0.0.1:{9 + i}"
                                                                            for i, _ in enumerate(modes)])
-    monkeypatch.setattr(front, "probe_ahead", lambda *a: None)
+    monkeypatch.setattr(front, "probe_ahead", lambda *a: {})
 
     def drive(plan, writer, **kw):
         seen["plan"] = plan
