@@ -60,9 +60,15 @@ def _profile(args: argparse.Namespace, resolve: bool = True) -> tuple[profiles.P
     ``resolve=False`` (--expect, --fit, which show every mode): the flags change the profile's own
     [spec] and each mode's overrides apply on top.
     """
-    prof = profiles.load(args.profile)
+    try:
+        prof = profiles.load(args.profile)
+    except LoadgenError as exc:
+        raise LoadgenError(f"--profile: {exc}") from None
     mode = args.mode
-    prof.mode(mode)  # a one-line error naming the profile's modes if it has no such mode
+    try:
+        prof.mode(mode)  # a one-line error naming the profile's modes if it has no such mode
+    except LoadgenError as exc:
+        raise LoadgenError(f"--mode: {exc}") from None
     changes = {}
     if args.speculative_algorithm:
         changes["algorithm"] = args.speculative_algorithm.upper()

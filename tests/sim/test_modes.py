@@ -99,7 +99,8 @@ def test_unknown_mode_is_a_one_line_error(live):
     p = subprocess.run([sys.executable, "-m", "loadgen", "sim", "--profile", "fast", "--mode", "spec-topk4",
                         "--port", "0"], capture_output=True, text=True, timeout=30)  # fmt: skip
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.strip() == "loadgen: error: profile fast has no mode 'spec-topk4' (its modes: baseline, spec)"
+    assert p.stderr.strip() == ("loadgen: error: --mode: profile fast has no mode 'spec-topk4' (its modes: baseline, "
+                                "spec)")
     with pytest.raises(LoadgenError, match="has no mode 'nope'"):
         SimProcess(profile=PROFILE, mode="nope").start()
     with pytest.raises(LoadgenError, match=r"its modes: baseline, spec, spec-topk4, spec-adaptive"):
