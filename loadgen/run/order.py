@@ -199,6 +199,27 @@ def e2e_guess(measured: dict[int, float], concurrency: int, scaled: bool = True)
     return measured[min(measured)]
 
 
+def e2e_likely(measured: dict[int, float], concurrency: int) -> float | None:
+    """A request's likely duration at ``concurrency``: the line through the E2E p50 (s) of this target's two
+    nearest lower stages, kept between the nearest one's duration as it was and :func:`e2e_guess`'s Little's-law
+    scaling (the two ends a server that keeps up and one saturated give). A decode step that grows with the batch
+    makes a request's duration about linear in C: on the README's crossover (ladder 1,5,10,20,30,70, three
+    workloads) the line was off a stage's measured p50 by a median 7 % (0.5-1.8x; the chat baseline's within
+    1.1 %: 0.913 s for 0.905 at C=10, 3.79 for 3.75 at C=70), the scaling by a median 33 % (up to 5.3x, 2.27 s
+    for chat's 0.66 at C=5). With one lower stage, its duration as it was (a server that keeps up: freetext's
+    C=5 took 0.82-1.24 s against C=1's 0.87-1.27)."""
+    lower = sorted(c for c in measured if c <= concurrency)
+    if not lower:
+        return e2e_guess(measured, concurrency)
+    c2 = lower[-1]
+    d2 = measured[c2]
+    if len(lower) < 2 or c2 == concurrency:
+        return d2
+    c1 = lower[-2]
+    line = d2 + (d2 - measured[c1]) / (c2 - c1) * (concurrency - c2)
+    return min(max(line, d2), d2 * concurrency / c2)
+
+
 RUN_END_S = 10.0
 """What a run can take past its --max-run-time: the cut stage's teardown and the servers' stop."""
 
@@ -206,31 +227,42 @@ NO_GUESS_MAX_WARMUP_S = 120.0
 """The warm-up's cap for a stage with no request duration to go by (a target's first stage): its
 steadiness decides. Capped at the minimum warm-up, the H200's first stage at C=256 opened its window
 3 s in, with all 256 users still in their first, lock-step request."""
+MIN_MAX_WARMUP_S = 2.0
+"""The warm-up's cap is never earlier than this, whatever the minimum warm-up: the cap opens a window on a load
+never measured steady, so it stays where the simulator's 2 s minimum put it when that was lowered to 1 s (a
+window measured steady opens earlier; one that is not, no earlier than before). Predictable's median request
+(0.42 s at C=20) scales to a 1.6 s cap at C=30, while its longest took 1.8 s."""
 
 
 def warmed_spec(concurrency: int, warmup_s: float, last_e2e_s: float | None, *, duration_s: float | None = 30.0,
                 requests: int | None = None, adapt_window: bool = False, max_stage_s: float | None = None,
-                budget_by: str = "max-stage-time") -> StageSpec:
+                budget_by: str = "max-stage-time", likely_e2e_s: float | None = None) -> StageSpec:
     """A stage whose users start spread over one request's duration, and a warm-up that ends once the
     load is measured steady.
 
-    ``last_e2e_s``: that duration, as :func:`e2e_guess` makes it. The warm-up
-    lasts at least ``warmup_s`` and until every user has started and the token
+    ``last_e2e_s``: that duration, as :func:`e2e_guess` makes it; ``likely_e2e_s``, as :func:`e2e_likely`
+    does (no longer than ``last_e2e_s``). The users' starts are spread over the likely one (else the guess):
+    over more than one request a user's later start meets another's second request, and the warm-up waits
+    for the last start (5.3-7.5 s of a freetext C=5 stage that settles 1.2 s after it is spread over its
+    1.2 s requests). The warm-up lasts at least ``warmup_s`` and until every user has started and the token
     rate has settled (window.Steadiness); its cap is the old fixed rule, the
     ramp and then the last user's first request with room for it to take half
     as long again as guessed (measured: at C=250 the baseline's requests took
-    2.8x C=100's, not 2.5x). With ``adapt_window`` a window shorter than one
-    request grows to one request, as far as ``max_stage_s`` leaves room.
+    2.8x C=100's, not 2.5x), from the guess, and no earlier than :data:`MIN_MAX_WARMUP_S`. With
+    ``adapt_window`` a window shorter than one request grows to one request, as far as ``max_stage_s`` leaves
+    room.
     """
     d = last_e2e_s or 0.0
-    ramp = d if concurrency > 1 else 0.0
+    likely = min(likely_e2e_s, d) if likely_e2e_s and d else d
+    ramp = likely if concurrency > 1 else 0.0
     window = duration_s
     if adapt_window and duration_s is not None and d > duration_s:
         window = d
         if max_stage_s:
             window = max(duration_s, min(d, max_stage_s - max(warmup_s, ramp + 2.0) - d))
     return StageSpec(concurrency, duration_s=window, requests=requests, warmup_s=warmup_s,
-                     max_warmup_s=max(warmup_s, 2.5 * d if d else NO_GUESS_MAX_WARMUP_S), ramp_s=ramp,
+                     max_warmup_s=max(warmup_s, MIN_MAX_WARMUP_S, 2.5 * d if d else NO_GUESS_MAX_WARMUP_S),
+                     ramp_s=ramp,
                      max_stage_s=max_stage_s,
                      budget_by=budget_by, expected_request_s=d or None)
 
@@ -275,6 +307,15 @@ class Durations:
         others = [e2e_guess(m, c, scaled) for (t, w), m in self.measured.items() if w == workload and m]
         if not others and anywhere:
             others = [e2e_guess(m, c, scaled) for m in self.measured.values() if m]
+        return max(others) if others else None
+
+    def likely(self, target: str, workload: str, c: int) -> float | None:
+        """A request's likely duration at ``c`` (:func:`e2e_likely`) from this target's stages of this workload,
+        else the longest from another target's; None with neither."""
+        own = self.measured.get((target, workload))
+        if own:
+            return e2e_likely(own, c)
+        others = [e2e_likely(m, c) for (t, w), m in self.measured.items() if w == workload and m]
         return max(others) if others else None
 
 
@@ -344,7 +385,8 @@ class Schedule:
         return warmed_spec(s.value, self.warmup_s, self.durations.guess(s.target.label, s.workload,
                                                                         s.value, scaled, anywhere),
                            duration_s=self.duration_s, requests=self.requests, adapt_window=self.adapt_window,
-                           max_stage_s=budget, budget_by=by)
+                           max_stage_s=budget, budget_by=by,
+                           likely_e2e_s=self.durations.likely(s.target.label, s.workload, s.value))
 
     def estimates(self, first: int, scaled: bool = True, skip: frozenset[int] = frozenset()) -> list[float]:
         """The typical time of each stage from ``first`` on (not in ``skip``): the budget's weights."""

@@ -19,7 +19,8 @@ from loadgen.client.target import Target
 
 
 def _start(out, *args):
-    return subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--sim-time-scale", "10", "--out", str(out),
+    """``out``: the run's run.json; --out is its folder."""
+    return subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--sim-time-scale", "10", "--out", str(out.parent),
                              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -132,7 +133,7 @@ def test_warmup_ends_when_the_load_is_steady(live):
         res = run_stage_sync(Target("t", url, "sglang"), spec, RequestCycle([req]), RunOptions())
     opened_after_s = (res.window_start_ns - t0) / 1e9
     # not before the 1 s ramp has started every user, and measured steady, not at the 30 s cap (a note would
-    # say so): ~3 s on a quiet host, the ramp then two 1 s spans of equal rate
+    # say so): ~2 s on a quiet host, the ramp then two 0.5 s spans of equal rate
     assert opened_after_s > 1.0, opened_after_s
     d = res.to_dict()
     assert d["cut"] is None and not d["incomplete"] and d["notes"] == [], d["notes"]
@@ -178,6 +179,12 @@ def test_the_default_window_grows_to_a_request_within_the_budget():
     # no duration to go by (a target's first stage): steadiness decides, not a cap at the minimum
     first = warmed_spec(256, 3.0, None, duration_s=10.0)
     assert first.ramp_s == 0 and first.warmup_s == 3.0 and first.max_warmup_s == 120.0
+    # the users' starts spread over the likely request (never longer than the guess); the cap stays the guess's,
+    # and no earlier than 2 s whatever the minimum warm-up
+    likely = warmed_spec(10, 1.0, 4.5, duration_s=6.0, likely_e2e_s=0.9)
+    assert (likely.ramp_s, likely.expected_request_s, likely.max_warmup_s) == (0.9, 4.5, 11.25)
+    assert warmed_spec(10, 1.0, 0.5, duration_s=6.0, likely_e2e_s=0.9).ramp_s == 0.5
+    assert warmed_spec(30, 1.0, 0.6, duration_s=6.0, likely_e2e_s=0.5).max_warmup_s == 2.0
 
 
 def test_warmup_waits_for_every_first_request_to_stream(live):

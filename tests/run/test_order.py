@@ -76,6 +76,26 @@ def test_the_run_budget_is_shared_by_estimate_and_refused_when_spent():
     assert sched.budget(0, 2.5) is None  # less than the minimum warm-up and a second of window
 
 
+def test_the_likely_request_runs_on_the_line_through_the_two_stages_below():
+    """A request's likely duration at C: the line through the two nearest lower stages (a decode step that grows
+    with the batch), between the nearest one's duration (a server that keeps up) and Little's law's scaling (a
+    saturated one); the README's chat baseline at C=1, 5 gave 0.913 s at C=10 (measured 0.905, scaled 1.32)."""
+    from loadgen.run.order import e2e_likely
+
+    chat = {1: 0.454, 5: 0.658}
+    assert e2e_likely(chat, 10) == pytest.approx(0.913)
+    assert e2e_likely({1: 0.454}, 10) == 0.454  # one stage below: its duration as it was
+    assert e2e_likely({1: 0.9, 5: 0.8}, 10) == 0.8  # shorter with load (noise): never below the nearest
+    assert e2e_likely({1: 0.1, 5: 1.0}, 10) == pytest.approx(2.0)  # never beyond the scaling
+    assert e2e_likely({10: 1.0, 20: 2.0}, 20) == 2.0 and e2e_likely({10: 1.0}, 5) == 1.0
+    durations = Durations()
+    durations.add("base", "chat", 1, 0.454)
+    durations.add("base", "chat", 5, 0.658)
+    assert durations.likely("base", "chat", 10) == pytest.approx(0.913)
+    assert durations.likely("spec", "chat", 10) == pytest.approx(0.913)  # another target's, with none of its own
+    assert durations.likely("spec", "code", 10) is None
+
+
 def test_three_or_more_targets_rotate_in_a_williams_design():
     """At each concurrency every target once; over a full cycle of rows each target runs in each position,
     and right after each other target, equally often (two targets keep A, B at every step)."""
