@@ -15,9 +15,10 @@ from loadgen.settings.knobs import Knob, Settings, knobs
 SECTIONS = {"target": "target", "stages": "stages", "traffic": "traffic", "output": "results",
             "analysis": "analysis", "sim": "embedded simulator"}
 SIM_WHEN = {"run": "when --url is omitted", "crossover": "when no URL is given"}
-COMMON = {"run": ("url", "protocol", "model", "workload", "ladder", "duration", "max_run_time", "out"),
+COMMON = {"run": ("url", "protocol", "model", "workload", "ladder", "duration", "max_run_time", "wait_for_server",
+                  "out"),
           "crossover": ("baseline_url", "spec_url", "protocol", "model", "workload", "ladder", "duration",
-                        "max_run_time", "out", "from_")}
+                        "max_run_time", "wait_for_server", "out", "from_")}
 """The flags most runs set, first in --help: where the servers are, how to speak to them, what to send, how
 long (a vLLM user needs --protocol chat and --model before anything else; 62 flags came before in field order)."""
 
