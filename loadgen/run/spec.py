@@ -38,9 +38,9 @@ class Schedule(Protocol):
 
 
 OPEN_S = 0.5
-"""A window opens this long after its warm-up's end at most: the steadiness poll (0.25 s), the instant set
-ahead for every process and the server's scrape, the users' connections opened (2.5 s after the stage's
-start for a 2 s warm-up on the simulator)."""
+"""A window opens this long after its warm-up's end at most: the steadiness poll (0.1 s), the instant set
+ahead for every process (0.5 s with several; one opens once the server's scrape answered, within 0.2 s), the
+users' connections opened."""
 
 
 @dataclass
