@@ -280,9 +280,11 @@ def test_a_vllm_killed_mid_stage_is_counted_and_the_run_goes_on(three, vllm_ngra
     cmd = LOADGEN + ["run", "--url", srv.url, "--protocol", "completions", "--model", SERVED_NAME,
                      "--ladder", "1,2", "--requests", str(n), "--warmup", "0s", "--workload", "freetext",
                      "--max-tokens", "24", "--prompt-tokens", "32", "--out", str(out.parent)]
+    # its log holds the requests of its earlier uses (``three``): the second request of this run is two more
+    before = _requests_begun(srv.log_path)
     try:
         proc, run_pid, server_pid = run_killing_server(cmd, client_cpus(vllm_server_cpu), srv,
-                                                       lambda: _requests_begun(srv.log_path) >= 2)
+                                                       lambda: _requests_begun(srv.log_path) >= before + 2)
     finally:
         srv.stop()  # killed: no longer one of the servers the suite checks are alive
     stdout, stderr = proc.stdout, proc.stderr
