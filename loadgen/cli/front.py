@@ -24,7 +24,7 @@ from loadgen.client.target import Target
 from loadgen.errors import LoadgenError
 from loadgen.run.orchestrate import ServerCommand
 from loadgen.run.probe import probe_target
-from loadgen.run.order import OpenPlan
+from loadgen.run.order import LEAST_WINDOW_S, OpenPlan, least_stage_s
 from loadgen.run.ramp import RampPlan, run_ramp
 from loadgen.run.results import ResultsWriter, load_for_resume
 from loadgen.run.spec import RunOptions
@@ -242,29 +242,23 @@ def check_budget(s: Settings, n_configs: int) -> None:
     would end having measured nothing, or one configuration alone (nothing compared)."""
     if not s.max_run_time:
         return
-    least = (s.warmup or 0.0) + 1.0
+    least = least_stage_s(s.warmup or 0.0)
     need = n_configs * least
     if s.max_run_time < need:
-        what = (f"one stage ({least:g} s: its {s.warmup or 0:g} s warm-up and 1 s of window)" if n_configs == 1 else
-                f"one round of the first load point ({n_configs} configurations x ({s.warmup or 0:g} s warm-up + 1 s "
-                f"of window) = {need:g} s)")
+        what = (f"one stage ({least:g} s: its {s.warmup or 0:g} s warm-up and {LEAST_WINDOW_S:g} s of window)"
+                if n_configs == 1 else
+                f"one round of the first load point ({n_configs} configurations x ({s.warmup or 0:g} s warm-up + "
+                f"{LEAST_WINDOW_S:g} s of window) = {need:g} s)")
         raise LoadgenError(f"--max-run-time: {s.max_run_time:g} s is too short for {what}")
 
 
 def check_commands(commands: dict[str, ServerCommand]) -> None:
     """Each start command parses and its program exists, before any server starts: a typo is one line naming the
     configuration, not the first server's start, its wait and an error after it."""
-    import shlex
     import shutil
 
     for label, cmd in commands.items():
-        try:
-            argv = shlex.split(cmd.command) if isinstance(cmd.command, str) else list(cmd.command)
-        except ValueError as exc:
-            raise LoadgenError(f"the start command of {label}: {exc} ({redact.text(str(cmd.command))!r})") from None
-        if not argv:
-            raise LoadgenError(f"the start command of {label} is empty")
-        prog = argv[0]
+        prog = cmd.argv()[0]
         if not (os.access(prog, os.X_OK) if os.sep in prog else shutil.which(prog)):
             where = "no such executable file" if os.sep in prog else "not found on PATH"
             raise LoadgenError(f"the start command of {label}: {prog!r}: {where}")

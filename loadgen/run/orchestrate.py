@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from loadgen import redact
 from loadgen.errors import LoadgenError
 
 ANNOUNCE_AFTER_S = 1.0
@@ -37,6 +38,18 @@ class ServerCommand:
     startup_timeout_s: float = 900.0
     env: dict = field(default_factory=dict)
     log_path: Path | None = None
+
+    def argv(self) -> list[str]:
+        """The command as the argument list it runs as; one line naming the configuration if it does not parse
+        (an unclosed quote) or is empty."""
+        try:
+            argv = shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+        except ValueError as exc:
+            raise LoadgenError(f"the start command of {self.label}: {exc} ({redact.text(str(self.command))!r})") \
+                from None
+        if not argv:
+            raise LoadgenError(f"the start command of {self.label} is empty")
+        return argv
 
 
 class ManagedServer:
@@ -57,9 +70,7 @@ class ManagedServer:
         """Run the command and wait until its health URL answers 2xx. ``announce``: called once the command has
         run ``grace_s`` without exiting or answering (what a long start says while it waits); a command that exits
         at once is then one line, the error's."""
-        argv = shlex.split(self.cmd.command) if isinstance(self.cmd.command, str) else list(self.cmd.command)
-        if not argv:
-            raise LoadgenError(f"target {self.cmd.label}: empty start command")
+        argv = self.cmd.argv()
         log_path = self.cmd.log_path or Path(f"{self.cmd.label}.server.log")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")
