@@ -66,13 +66,14 @@ def run(args) -> int:
         return _from_results(s, defaults)
     out = front.out_folder(s.out)
     configs = configurations(s, cfg.targets if cfg else [])
-    _check_passes(s, len(configs) if configs is not None else len(s.sim_modes or ("baseline", "spec")))
+    n_configs = len(configs) if configs is not None else len(s.sim_modes or ("baseline", "spec"))
+    _check_passes(s, n_configs)
     on_sim = configs is None
     adapt_window = s.duration is None and not s.requests
     # The simulator runs its schedule time-scaled, so shorter windows hold as many steps (settings/knobs.py).
     s.duration = s.duration or (K.SIM_DURATION_S if on_sim else K.DURATION_S)
     s.warmup = s.warmup if s.warmup is not None else (K.SIM_WARMUP_S if on_sim else K.WARMUP_S)
-    front.check_budget(s, len(configs) if configs is not None else len(s.sim_modes or ("baseline", "spec")))
+    front.check_budget(s, n_configs)
     front.sigterm_like_ctrl_c()
     front.check_resume(resume_doc, s, "crossover")
     opts = front.run_options(s)

@@ -22,7 +22,7 @@ steady warm-up, the window grown to a request, ``--max-run-time`` shared out).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, Sequence, TypeVar
+from typing import Callable, Generic, Sequence, TypeVar
 
 from loadgen.errors import LoadgenError
 from loadgen.run.spec import StageSpec
@@ -223,6 +223,15 @@ def e2e_likely(measured: dict[int, float], concurrency: int) -> float | None:
 RUN_END_S = 10.0
 """What a run can take past its --max-run-time: the cut stage's teardown and the servers' stop."""
 
+LEAST_WINDOW_S = 1.0
+"""The least window a stage measures anything in (a budget that cannot buy it runs no stage)."""
+
+
+def least_stage_s(warmup_s: float) -> float:
+    """The least a stage takes: its minimum warm-up and :data:`LEAST_WINDOW_S` of window."""
+    return warmup_s + LEAST_WINDOW_S
+
+
 NO_GUESS_MAX_WARMUP_S = 120.0
 """The warm-up's cap for a stage with no request duration to go by (a target's first stage): its
 steadiness decides. Capped at the minimum warm-up, the H200's first stage at C=256 opened its window
@@ -300,22 +309,24 @@ class Durations:
                     own = [v for k, v in at.items() if k[2]]
                     return max(own) if own else None
                 return there[max(there)]
-        own = e2e_guess(self.measured.get((target, workload), {}), c, scaled)
-        if own is not None:
-            return own
-        # another target on the same workload is a better guess than none
-        others = [e2e_guess(m, c, scaled) for (t, w), m in self.measured.items() if w == workload and m]
-        if not others and anywhere:
+        got = self._own_else_others(target, workload, lambda m: e2e_guess(m, c, scaled))
+        if got is None and anywhere:
             others = [e2e_guess(m, c, scaled) for m in self.measured.values() if m]
-        return max(others) if others else None
+            return max(others) if others else None
+        return got
 
     def likely(self, target: str, workload: str, c: int) -> float | None:
         """A request's likely duration at ``c`` (:func:`e2e_likely`) from this target's stages of this workload,
         else the longest from another target's; None with neither."""
+        return self._own_else_others(target, workload, lambda m: e2e_likely(m, c))
+
+    def _own_else_others(self, target: str, workload: str, estimate: Callable[[dict], float | None]) -> float | None:
+        """``estimate`` of this target's stages of this workload; without them, the longest of the other targets'
+        on it (another target on the same workload is a better guess than none); None with neither."""
         own = self.measured.get((target, workload))
         if own:
-            return e2e_likely(own, c)
-        others = [e2e_likely(m, c) for (t, w), m in self.measured.items() if w == workload and m]
+            return estimate(own)
+        others = [estimate(m) for (t, w), m in self.measured.items() if w == workload and m]
         return max(others) if others else None
 
 
@@ -428,7 +439,7 @@ class Schedule:
 
     def least_s(self) -> float:
         """A stage needs its minimum warm-up and a second of window to measure anything."""
-        return self.warmup_s + 1.0
+        return least_stage_s(self.warmup_s)
 
     def need_s(self, i: int) -> float | None:
         """The least stage ``i`` takes to measure a steady window: a warm-up until every user has started

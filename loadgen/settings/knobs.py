@@ -52,7 +52,7 @@ READ_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
 MAX_COOLDOWN_S = 600.0
 OUT = MappingProxyType({"run": "results/run", "crossover": "results/crossover", "locust": "results/ramp"})
-"""run writes one JSON (a .csv and .hlog beside it); crossover and the Locust ramp a folder."""
+"""Each front's results folder (run.json and what goes beside it)."""
 
 
 def ladder_text(values) -> str:
