@@ -14,7 +14,23 @@ import threading
 import time
 
 
-class CountingServer:
+class _Loopback:
+    """A socketserver on 127.0.0.1 serving in a thread while the ``with`` lasts; ``url`` its http:// address."""
+
+    def _bind(self, server_class, handler) -> None:
+        self._srv = server_class(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+
+
+class CountingServer(_Loopback):
     """A loopback HTTP server that counts every request (any method, any path, in ``requests``) and answers each:
     200 with a model list, or ``post_status`` to a POST (500: every generation request fails)."""
 
@@ -50,19 +66,10 @@ class CountingServer:
             def handle_error(self, request, client_address) -> None:  # a client gone mid-answer: not ours to print
                 pass
 
-        self._srv = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
-
-    def __enter__(self) -> "CountingServer":
-        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
+        self._bind(Server, Handler)
 
 
-class NotHttpServer:
+class NotHttpServer(_Loopback):
     """A loopback TCP server that greets like an SSH server and closes: it listens, but does not speak HTTP."""
 
     def __init__(self) -> None:
@@ -73,16 +80,7 @@ class NotHttpServer:
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
 
-        self._srv = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
-
-    def __enter__(self) -> "NotHttpServer":
-        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
+        self._bind(Server, Handler)
 
 
 class DelayedProxy:
